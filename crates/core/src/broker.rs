@@ -1,0 +1,157 @@
+//! The `Broker` trait: everything api.md can ask of a backend. The HTTP API,
+//! the beanstalkd listener and the push dispatcher talk only to this trait;
+//! LocalBroker and RedisBroker implement it, and the conformance suite
+//! (`testkit` feature) holds both to the same semantics.
+
+use async_trait::async_trait;
+
+use crate::error::BrokerResult;
+use crate::message::{
+    Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, LeaseRequest, ListQuery, Message,
+    Nack, Redrive, Reschedule,
+};
+use crate::model::{LeaseId, MessageId, QueueConfigPatch, QueueInfo, QueueName};
+
+/// Whether `PUT /v1/queues/{queue}` created the queue or updated it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Upsert {
+    Created,
+    Updated,
+}
+
+/// A message broker. Every method is atomic: it either happens whole or
+/// returns an error and changes nothing. A method that changes state returns
+/// only once the change is as durable as the broker's durability setting
+/// promises.
+#[async_trait]
+pub trait Broker: Send + Sync + 'static {
+    // ----- queues -----
+
+    /// Creates the queue (defaults patched by `patch`) or merges `patch`
+    /// into its config. The resulting config is validated first.
+    async fn put_queue(
+        &self,
+        queue: &QueueName,
+        patch: QueueConfigPatch,
+    ) -> BrokerResult<(Upsert, QueueInfo)>;
+
+    async fn get_queue(&self, queue: &QueueName) -> BrokerResult<QueueInfo>;
+
+    /// All queues, by name.
+    async fn list_queues(&self) -> BrokerResult<Vec<QueueInfo>>;
+
+    /// Deletes the queue and all its messages; their ids become free and
+    /// their leases invalid. Lease calls waiting on it return empty.
+    async fn delete_queue(&self, queue: &QueueName) -> BrokerResult<()>;
+
+    /// Stops leasing (and pushing) from the queue, until `until` (epoch ms)
+    /// or, when `None`, until [`resume`](Self::resume). Enqueueing and
+    /// scheduling go on.
+    async fn pause(&self, queue: &QueueName, until: Option<u64>) -> BrokerResult<QueueInfo>;
+
+    async fn resume(&self, queue: &QueueName) -> BrokerResult<QueueInfo>;
+
+    // ----- messages -----
+
+    /// Enqueues messages in one durable step (one group commit). Each item
+    /// succeeds or fails on its own; results are in input order. An id that
+    /// is live in the queue (any state) yields `created: false` and changes
+    /// nothing.
+    async fn enqueue(
+        &self,
+        queue: &QueueName,
+        messages: Vec<EnqueueRequest>,
+        options: EnqueueOptions,
+    ) -> BrokerResult<Vec<BrokerResult<EnqueueOutcome>>>;
+
+    async fn get(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<Message>;
+
+    /// A message by its `seq`, in whatever queue (beanstalkd job ids).
+    async fn get_by_seq(&self, seq: u64) -> BrokerResult<Option<Message>>;
+
+    /// Removes a live message in any state; a leased message's lease
+    /// becomes invalid. Its id is free again.
+    async fn cancel(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<()>;
+
+    /// Changes when (and/or at which priority) a scheduled or ready message
+    /// is delivered. Leased and dead messages: `InvalidState`.
+    async fn reschedule(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        change: Reschedule,
+    ) -> BrokerResult<Message>;
+
+    /// Lists messages of one state, in that state's order (see [`ListQuery`]).
+    async fn list(&self, queue: &QueueName, query: ListQuery) -> BrokerResult<Vec<Message>>;
+
+    // ----- consuming -----
+
+    /// Leases up to `max` ready messages from all of `queues` together, in
+    /// (priority, deliver_at, seq) order. Answers at once when any are ready; otherwise waits until
+    /// one becomes ready, `wait_ms` passes, or the broker shuts down (then
+    /// an empty list). Paused and unknown queues give nothing (unknown
+    /// queues are not created).
+    async fn lease(
+        &self,
+        queues: &[QueueName],
+        request: LeaseRequest,
+    ) -> BrokerResult<Vec<Delivery>>;
+
+    /// Leases one specific message that is scheduled, ready or dead
+    /// (beanstalkd `reserve-job`). Leased: `InvalidState`.
+    async fn lease_message(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        lease_ms: Option<u64>,
+    ) -> BrokerResult<Delivery>;
+
+    /// Finishes a delivery: the message is gone and its id free.
+    async fn ack(&self, queue: &QueueName, id: &MessageId, lease: &LeaseId) -> BrokerResult<()>;
+
+    /// Fails a delivery: the message is scheduled again (after `delay_ms`,
+    /// else the backoff), or dies if it may and is out of attempts.
+    async fn nack(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+        nack: Nack,
+    ) -> BrokerResult<()>;
+
+    /// Moves a leased message to `dead` now (beanstalkd `bury`), optionally
+    /// with a new priority.
+    async fn bury(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+        priority: Option<u32>,
+    ) -> BrokerResult<()>;
+
+    /// Sets `lease_until = now + lease_ms` (the message's or queue's lease
+    /// length when `None`) and returns it.
+    async fn extend(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+        lease_ms: Option<u64>,
+    ) -> BrokerResult<u64>;
+
+    // ----- dead letters -----
+
+    /// Moves dead messages back to `ready` with attempts reset; returns how
+    /// many moved.
+    async fn redrive(&self, queue: &QueueName, which: Redrive) -> BrokerResult<u64>;
+
+    // ----- lifecycle -----
+
+    /// Whether the store can take writes now (`/readyz`).
+    async fn ready(&self) -> BrokerResult<()>;
+
+    /// Stops the broker: waiting lease calls return empty lists, everything
+    /// acknowledged is made durable, and later calls fail `Unavailable`.
+    async fn shutdown(&self) -> BrokerResult<()>;
+}

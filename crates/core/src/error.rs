@@ -1,0 +1,58 @@
+//! The one error type of the `Broker` trait. Variants are split by how a
+//! caller reacts (HTTP status, beanstalkd reply), not by where they arose.
+
+use crate::model::{MessageId, QueueName};
+use crate::message::MessageState;
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum BrokerError {
+    /// The request itself is wrong (HTTP 400 `invalid_argument`).
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// HTTP 404 `queue_not_found`.
+    #[error("queue {0} not found")]
+    QueueNotFound(QueueName),
+    /// HTTP 404 `message_not_found`.
+    #[error("message {id} not found in queue {queue}")]
+    MessageNotFound { queue: QueueName, id: MessageId },
+    /// The lease is not the message's current lease (expired, superseded,
+    /// or never existed): HTTP 409 `lease_mismatch`.
+    #[error("lease {lease} is not the current lease of message {id}")]
+    LeaseMismatch { id: MessageId, lease: String },
+    /// The operation is not allowed in the message's state: HTTP 409.
+    #[error("message {id} is {state}: {reason}")]
+    InvalidState {
+        id: MessageId,
+        state: MessageState,
+        reason: &'static str,
+    },
+    /// The store cannot take or serve requests right now (disk failure,
+    /// Redis unreachable, shutting down): HTTP 503 `unavailable`. Nothing
+    /// was changed by the failed call, unless `maybe_applied` says a write
+    /// may have reached the store before the failure was seen.
+    #[error("unavailable: {reason}")]
+    Unavailable { reason: String, maybe_applied: bool },
+}
+
+impl BrokerError {
+    pub fn unavailable(reason: impl Into<String>) -> Self {
+        Self::Unavailable {
+            reason: reason.into(),
+            maybe_applied: false,
+        }
+    }
+
+    /// A stable snake_case code for wire formats (api.md's error codes).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidArgument(_) => "invalid_argument",
+            Self::QueueNotFound(_) => "queue_not_found",
+            Self::MessageNotFound { .. } => "message_not_found",
+            Self::LeaseMismatch { .. } => "lease_mismatch",
+            Self::InvalidState { .. } => "invalid_state",
+            Self::Unavailable { .. } => "unavailable",
+        }
+    }
+}
+
+pub type BrokerResult<T> = Result<T, BrokerError>;

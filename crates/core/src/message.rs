@@ -1,0 +1,226 @@
+//! Messages, their states, and the request/response types of the `Broker`
+//! trait. These are core types, not wire types: frontends convert.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{LeaseId, MessageId, QueueName};
+
+/// Where a live message is in its lifecycle (see docs/ARCHITECTURE.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageState {
+    /// Waiting for `deliver_at`.
+    Scheduled,
+    /// Due, waiting for a consumer.
+    Ready,
+    /// Handed to a consumer until `lease_until`.
+    Leased,
+    /// Out of attempts (or buried); waits for a redrive or cancel.
+    Dead,
+}
+
+impl MessageState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduled => "scheduled",
+            Self::Ready => "ready",
+            Self::Leased => "leased",
+            Self::Dead => "dead",
+        }
+    }
+}
+
+impl fmt::Display for MessageState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Per-message event counts (beanstalkd's `stats-job` shows them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageCounters {
+    /// Leases that expired.
+    pub timeouts: u32,
+    /// Nacks (beanstalkd `release`).
+    pub releases: u32,
+    /// Moves to `dead` (beanstalkd `bury`, or attempts exhausted).
+    pub buries: u32,
+    /// Redrives out of `dead` (beanstalkd `kick`).
+    pub kicks: u32,
+}
+
+/// A live message, whole.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Message {
+    pub queue: QueueName,
+    pub id: MessageId,
+    /// Unique and increasing per server (or cluster), across restarts.
+    pub seq: u64,
+    pub state: MessageState,
+    /// Wall-clock epoch ms at which it becomes (or became) deliverable.
+    pub deliver_at: u64,
+    pub enqueued_at: u64,
+    pub priority: u32,
+    /// Deliveries handed out so far.
+    pub attempts: u32,
+    /// Overrides the queue's `max_attempts` when set.
+    pub max_attempts: Option<u32>,
+    /// Default lease length for this message (beanstalkd's per-job TTR);
+    /// the queue's `lease_ms` when `None`.
+    pub lease_ms: Option<u64>,
+    /// Set while `Leased`.
+    pub lease_until: Option<u64>,
+    /// Set while `Dead`: when it died (dead letters list oldest death first).
+    pub died_at: Option<u64>,
+    pub counters: MessageCounters,
+    pub headers: BTreeMap<String, String>,
+    pub payload: Vec<u8>,
+}
+
+/// When a message becomes deliverable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Schedule {
+    #[default]
+    Now,
+    /// Milliseconds from the broker's "now".
+    Delay(u64),
+    /// Wall-clock epoch ms; in the past means now (but `deliver_at` keeps
+    /// the given value).
+    At(u64),
+}
+
+impl Schedule {
+    /// The `deliver_at` this schedule gives at wall time `now_ms`.
+    pub fn deliver_at(self, now_ms: u64) -> u64 {
+        match self {
+            Self::Now => now_ms,
+            Self::Delay(ms) => now_ms.saturating_add(ms),
+            Self::At(at) => at,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EnqueueRequest {
+    /// Idempotency key; generated when `None`.
+    pub id: Option<MessageId>,
+    pub schedule: Schedule,
+    /// `None`: [`crate::DEFAULT_PRIORITY`].
+    pub priority: Option<u32>,
+    pub headers: BTreeMap<String, String>,
+    pub payload: Vec<u8>,
+    pub max_attempts: Option<u32>,
+    pub lease_ms: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EnqueueOptions {
+    /// Create the queue with defaults when it does not exist (api.md's
+    /// default; `--no-auto-create` turns it off).
+    pub auto_create: bool,
+}
+
+impl Default for EnqueueOptions {
+    fn default() -> Self {
+        Self { auto_create: true }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnqueueOutcome {
+    pub id: MessageId,
+    pub seq: u64,
+    pub deliver_at: u64,
+    /// False when a live message with this id already existed: nothing
+    /// changed, and the fields describe the existing message.
+    pub created: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseRequest {
+    /// At most this many messages (1..=1000).
+    pub max: u32,
+    /// Wait up to this long for the first message (0 = answer at once).
+    pub wait_ms: u64,
+    /// Lease length; the message's, else the queue's, when `None`.
+    pub lease_ms: Option<u64>,
+}
+
+impl Default for LeaseRequest {
+    fn default() -> Self {
+        Self {
+            max: 1,
+            wait_ms: 0,
+            lease_ms: None,
+        }
+    }
+}
+
+/// One delivery: a message handed to a consumer under a lease.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delivery {
+    pub queue: QueueName,
+    pub id: MessageId,
+    pub seq: u64,
+    pub lease_id: LeaseId,
+    pub lease_until: u64,
+    /// 1 for the first delivery.
+    pub attempt: u32,
+    pub deliver_at: u64,
+    pub priority: u32,
+    pub headers: BTreeMap<String, String>,
+    pub payload: Vec<u8>,
+}
+
+/// A failed delivery reported by the consumer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nack {
+    /// `None`: the queue's retry backoff (with jitter).
+    pub delay_ms: Option<u64>,
+    /// A new priority (beanstalkd `release <pri>`); unchanged when `None`.
+    pub priority: Option<u32>,
+    /// Whether this nack counts towards `max_attempts`. The HTTP API always
+    /// counts; beanstalkd's `release` never buries a job, so it does not.
+    pub may_die: bool,
+}
+
+impl Default for Nack {
+    fn default() -> Self {
+        Self {
+            delay_ms: None,
+            priority: None,
+            may_die: true,
+        }
+    }
+}
+
+/// `PATCH` of a scheduled or ready message.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reschedule {
+    pub schedule: Option<Schedule>,
+    pub priority: Option<u32>,
+}
+
+/// Which messages to list, in the state's natural order: scheduled by
+/// (deliver_at, seq); ready by (priority, deliver_at, seq); leased by
+/// (lease_until, seq); dead by (died_at, seq).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListQuery {
+    pub state: MessageState,
+    /// Continue after this message (the last id of the previous page).
+    pub after: Option<MessageId>,
+    pub limit: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Redrive {
+    /// Every dead message of the queue.
+    All,
+    /// These ids; ids that are not dead are ignored.
+    Ids(Vec<MessageId>),
+    /// The `n` oldest deaths (beanstalkd `kick n`).
+    Oldest(u64),
+}
