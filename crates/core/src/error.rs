@@ -1,8 +1,8 @@
 //! The one error type of the `Broker` trait. Variants are split by how a
 //! caller reacts (HTTP status, beanstalkd reply), not by where they arose.
 
-use crate::model::{MessageId, QueueName};
 use crate::message::MessageState;
+use crate::model::{MessageId, QueueName};
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum BrokerError {

@@ -365,14 +365,19 @@ mod tests {
         for attempt in 1..20 {
             let d = p.delay_with_jitter(attempt);
             let base = p.delay(attempt);
-            assert!(d >= base && d <= base + base / 10, "{attempt}: {d} vs {base}");
+            assert!(
+                d >= base && d <= base + base / 10,
+                "{attempt}: {d} vs {base}"
+            );
         }
     }
 
     #[test]
     fn retry_validation() {
-        let mut p = RetryPolicy::default();
-        p.multiplier = 0.5;
+        let mut p = RetryPolicy {
+            multiplier: 0.5,
+            ..RetryPolicy::default()
+        };
         assert!(p.validate().is_err());
         p.multiplier = f64::NAN;
         assert!(p.validate().is_err());

@@ -1,0 +1,157 @@
+//! Leases, acks, nacks and extends: the at-least-once retry path.
+
+use std::sync::Arc;
+
+use crate::broker::Broker;
+use crate::message::{MessageState, Nack, Reschedule, Schedule};
+use crate::model::LeaseId;
+use crate::testkit::support::{self as s, get, lease, lease_one, put_now, SLACK_MS};
+
+/// An expired lease is a failed attempt: the message comes back (attempt
+/// 2) after the backoff counted from the expiry; the stale lease can no
+/// longer ack (`LeaseMismatch`), the new one can, and a second ack finds
+/// no message.
+pub async fn lease_expiry_is_failed_attempt(b: Arc<dyn Broker>) {
+    let q = s::queue("lease_expiry_is_failed_attempt", "q");
+    s::make_queue(&b, &q, 5).await;
+    let out = put_now(&b, &q, "m").await;
+    let first = lease_one(&b, &q, Some(200)).await;
+    assert_eq!(first.attempt, 1);
+    let second = lease_one(&b, &q, None).await;
+    let at = s::now_ms();
+    assert_eq!(second.id, out.id);
+    assert_eq!(second.attempt, 2, "redelivery after expiry is attempt 2");
+    assert_ne!(
+        second.lease_id, first.lease_id,
+        "each delivery has its own lease"
+    );
+    // Backoff after attempt 1 is initial_ms = 100, counted from the expiry.
+    assert!(
+        at >= first.lease_until + 100,
+        "redelivered at {at}, before lease_until {} + backoff 100",
+        first.lease_until
+    );
+    assert!(second.deliver_at >= first.lease_until + 100);
+    assert!(
+        at <= first.lease_until + 110 + SLACK_MS,
+        "redelivery too late"
+    );
+    let stale = b.ack(&q, &out.id, &first.lease_id).await;
+    s::assert_lease_mismatch(stale, "ack with the expired lease");
+    s::must(b.ack(&q, &out.id, &second.lease_id).await, "ack");
+    s::assert_not_found(b.ack(&q, &out.id, &second.lease_id).await, "double ack");
+}
+
+/// A nack with `delay_ms` schedules the message exactly that far from the
+/// nack; it is not delivered earlier.
+pub async fn nack_with_explicit_delay(b: Arc<dyn Broker>) {
+    let q = s::queue("nack_with_explicit_delay", "q");
+    s::make_queue(&b, &q, 5).await;
+    let out = put_now(&b, &q, "m").await;
+    let d = lease_one(&b, &q, None).await;
+    let before = s::now_ms();
+    let nack = Nack {
+        delay_ms: Some(300),
+        ..Nack::default()
+    };
+    s::must(b.nack(&q, &out.id, &d.lease_id, nack).await, "nack");
+    let after = s::now_ms();
+    let m = get(&b, &q, &out.id).await;
+    assert_eq!(m.state, MessageState::Scheduled);
+    assert!(
+        m.deliver_at >= before + 300 && m.deliver_at <= after + 300,
+        "nack delay 300: deliver_at {} not in {before}+300..{after}+300",
+        m.deliver_at
+    );
+    assert!(
+        lease(&b, &q, 1, 0).await.is_empty(),
+        "delivered before the nack delay"
+    );
+    let again = lease_one(&b, &q, None).await;
+    assert!(s::now_ms() >= m.deliver_at, "delivered early");
+    assert_eq!(again.attempt, 2);
+    s::assert_lease_mismatch(
+        b.nack(&q, &out.id, &d.lease_id, Nack::default()).await,
+        "nack with the old lease",
+    );
+}
+
+/// A nack without delay uses the queue's backoff: initial_ms after the
+/// first attempt, doubled after the second (plus at most 10% jitter).
+pub async fn nack_with_backoff(b: Arc<dyn Broker>) {
+    let q = s::queue("nack_with_backoff", "q");
+    s::make_queue(&b, &q, 5).await;
+    let out = put_now(&b, &q, "m").await;
+    for (attempt, backoff) in [(1_u32, 100_u64), (2, 200)] {
+        let d = lease_one(&b, &q, None).await;
+        assert_eq!(d.attempt, attempt);
+        let before = s::now_ms();
+        s::must(
+            b.nack(&q, &out.id, &d.lease_id, Nack::default()).await,
+            "nack",
+        );
+        let after = s::now_ms();
+        let m = get(&b, &q, &out.id).await;
+        assert!(
+            m.deliver_at >= before + backoff && m.deliver_at <= after + backoff + backoff / 10,
+            "attempt {attempt}: backoff {backoff}: deliver_at {} vs nack at {before}..{after}",
+            m.deliver_at
+        );
+        assert_eq!(m.attempts, attempt);
+    }
+}
+
+/// `extend` moves `lease_until`; the message stays leased past the original
+/// expiry and the lease still acks.
+pub async fn extend_keeps_lease(b: Arc<dyn Broker>) {
+    let q = s::queue("extend_keeps_lease", "q");
+    s::make_queue(&b, &q, 5).await;
+    let out = put_now(&b, &q, "m").await;
+    let d = lease_one(&b, &q, Some(300)).await;
+    let before = s::now_ms();
+    let until = s::must(
+        b.extend(&q, &out.id, &d.lease_id, Some(5_000)).await,
+        "extend",
+    );
+    assert!(until >= before + 5_000, "lease_until {until} < now + 5000");
+    let wrong = LeaseId("not-a-lease".into());
+    s::assert_lease_mismatch(b.extend(&q, &out.id, &wrong, Some(1_000)).await, "extend");
+    // Past the original expiry (300 ms) nothing is redelivered.
+    assert!(
+        lease(&b, &q, 1, 700).await.is_empty(),
+        "redelivered while extended"
+    );
+    assert_eq!(get(&b, &q, &out.id).await.state, MessageState::Leased);
+    s::must(b.ack(&q, &out.id, &d.lease_id).await, "ack after extend");
+}
+
+/// Message operations on a queue that does not exist answer
+/// `MessageNotFound` (the message does not exist); queue operations answer
+/// `QueueNotFound`.
+pub async fn unknown_queue_errors(b: Arc<dyn Broker>) {
+    let q = s::queue("unknown_queue_errors", "q");
+    let id = s::id("m");
+    let lease = LeaseId("l".into());
+    s::assert_not_found(b.get(&q, &id).await, "get");
+    s::assert_not_found(b.cancel(&q, &id).await, "cancel");
+    s::assert_not_found(b.ack(&q, &id, &lease).await, "ack");
+    s::assert_not_found(b.nack(&q, &id, &lease, Nack::default()).await, "nack");
+    s::assert_not_found(b.extend(&q, &id, &lease, None).await, "extend");
+    let change = Reschedule {
+        schedule: Some(Schedule::Now),
+        priority: None,
+    };
+    s::assert_not_found(b.reschedule(&q, &id, change).await, "reschedule");
+    s::assert_queue_not_found(b.get_queue(&q).await, "get_queue");
+    s::assert_queue_not_found(b.delete_queue(&q).await, "delete_queue");
+    s::assert_queue_not_found(b.pause(&q, None).await, "pause");
+    s::assert_queue_not_found(b.resume(&q).await, "resume");
+    let query = crate::message::ListQuery {
+        state: MessageState::Dead,
+        after: None,
+        limit: 10,
+    };
+    s::assert_queue_not_found(b.list(&q, query).await, "list");
+    s::assert_queue_not_found(b.redrive(&q, crate::Redrive::All).await, "redrive");
+    s::assert_queue_not_found(b.get_queue(&q).await, "no call above created it");
+}

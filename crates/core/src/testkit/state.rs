@@ -1,0 +1,360 @@
+//! The model's state machine: plain data and synchronous transitions, each
+//! given the wall time `now` as an argument. [`super::model::ModelBroker`]
+//! wraps it in a mutex and adds waiting; keeping the rules here, free of
+//! locks and futures, lets a reader check them line by line against api.md.
+//!
+//! Readiness is never stored: a `Scheduled` message whose `deliver_at <= now`
+//! *is* ready, and [`State::settle`] re-derives that (and applies expired
+//! leases) at the start of every call. Slow, but obviously right.
+
+use std::collections::BTreeMap;
+
+use crate::error::{BrokerError, BrokerResult};
+use crate::message::{Delivery, Message, MessageState};
+use crate::model::{LeaseId, MessageId, QueueConfig, QueueInfo, QueueName, QueueStats};
+
+/// Priorities below this count as urgent in [`QueueStats::ready_urgent`].
+const URGENT_BELOW: u32 = 1024;
+
+#[derive(Debug)]
+pub(crate) struct QueueState {
+    pub config: QueueConfig,
+    /// `None`: running. `Some(None)`: paused until resumed.
+    /// `Some(Some(t))`: paused until wall time `t`.
+    pub pause: Option<Option<u64>>,
+    /// Which creation of this name it is, so a waiting lease can tell that
+    /// its queue was deleted even when it was created again meanwhile.
+    pub incarnation: u64,
+}
+
+impl QueueState {
+    pub fn paused(&self, now: u64) -> bool {
+        match self.pause {
+            None => false,
+            Some(None) => true,
+            Some(Some(until)) => until > now,
+        }
+    }
+}
+
+/// One live message plus the one thing `Message` does not carry: the id of
+/// its current lease.
+#[derive(Debug, Clone)]
+pub(crate) struct Stored {
+    pub msg: Message,
+    pub lease: Option<LeaseId>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub queues: BTreeMap<QueueName, QueueState>,
+    /// Keyed by (queue, id): an id is unique within its queue only.
+    pub messages: BTreeMap<(QueueName, MessageId), Stored>,
+    /// The last `seq` handed out (0: none yet).
+    pub last_seq: u64,
+    /// Queues created so far (the last [`QueueState::incarnation`]).
+    pub queues_created: u64,
+    pub shut_down: bool,
+}
+
+impl State {
+    pub fn check_open(&self) -> BrokerResult<()> {
+        if self.shut_down {
+            return Err(BrokerError::unavailable("broker is shut down"));
+        }
+        Ok(())
+    }
+
+    /// Applies everything that time alone causes up to `now`: expired
+    /// leases fail their attempt, due messages become ready (and, after a
+    /// clock step back, ready ones scheduled again), timed pauses end. Returns whether anything changed (waiters should look again).
+    pub fn settle(&mut self, now: u64) -> bool {
+        let mut changed = false;
+        for queue in self.queues.values_mut() {
+            if let Some(Some(until)) = queue.pause {
+                if until <= now {
+                    queue.pause = None;
+                    changed = true;
+                }
+            }
+        }
+        let keys: Vec<_> = self.messages.keys().cloned().collect();
+        for key in keys {
+            changed |= self.settle_one(&key, now);
+        }
+        changed
+    }
+
+    fn settle_one(&mut self, key: &(QueueName, MessageId), now: u64) -> bool {
+        let config = match self.queues.get(&key.0) {
+            Some(q) => q.config.clone(),
+            None => return false,
+        };
+        let Some(stored) = self.messages.get_mut(key) else {
+            return false;
+        };
+        let mut changed = false;
+        if let (MessageState::Leased, Some(until)) = (stored.msg.state, stored.msg.lease_until) {
+            if now >= until {
+                // An expired lease is a failed attempt, timed from the expiry.
+                stored.msg.counters.timeouts += 1;
+                fail_attempt(stored, &config, until, None, true);
+                changed = true;
+            }
+        }
+        // Readiness is derived from the clock both ways, so a wall clock
+        // stepped back makes a message wait again rather than fire early.
+        let m = &mut stored.msg;
+        if matches!(m.state, MessageState::Scheduled | MessageState::Ready) {
+            let derived = waiting_state(m.deliver_at, now);
+            changed |= derived != m.state;
+            m.state = derived;
+        }
+        changed
+    }
+
+    /// Creates `name` with `config` unless it exists.
+    pub fn create_queue(&mut self, name: &QueueName, config: QueueConfig) {
+        if !self.queues.contains_key(name) {
+            self.queues_created += 1;
+            let queue = QueueState {
+                config,
+                pause: None,
+                incarnation: self.queues_created,
+            };
+            self.queues.insert(name.clone(), queue);
+        }
+    }
+
+    /// Whether every queue in `watched` still exists as that incarnation.
+    pub fn all_alive(&self, watched: &[(QueueName, u64)]) -> bool {
+        watched
+            .iter()
+            .all(|(name, inc)| self.queues.get(name).map(|q| q.incarnation) == Some(*inc))
+    }
+
+    /// The incarnations of those of `names` that exist now.
+    pub fn incarnations(&self, names: &[QueueName]) -> Vec<(QueueName, u64)> {
+        names
+            .iter()
+            .filter_map(|n| self.queues.get(n).map(|q| (n.clone(), q.incarnation)))
+            .collect()
+    }
+
+    /// Checks the invariants every state between calls keeps.
+    pub fn debug_check(&self, now: u64) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        for ((queue, id), stored) in &self.messages {
+            let m = &stored.msg;
+            let ctx = format!("{queue}/{id} at {now}: {m:?}");
+            debug_assert!(self.queues.contains_key(queue), "orphan message {ctx}");
+            debug_assert!(m.seq >= 1 && m.seq <= self.last_seq, "bad seq {ctx}");
+            let leased = m.state == MessageState::Leased;
+            debug_assert_eq!(leased, stored.lease.is_some(), "lease id {ctx}");
+            debug_assert_eq!(leased, m.lease_until.is_some(), "lease_until {ctx}");
+            debug_assert!(!leased || m.attempts >= 1, "leased, no attempt {ctx}");
+            let dead = m.state == MessageState::Dead;
+            debug_assert_eq!(dead, m.died_at.is_some(), "died_at {ctx}");
+            match m.state {
+                MessageState::Scheduled => debug_assert!(m.deliver_at > now, "due {ctx}"),
+                MessageState::Ready => debug_assert!(m.deliver_at <= now, "early {ctx}"),
+                MessageState::Leased => {
+                    debug_assert!(m.lease_until > Some(now), "expired {ctx}");
+                }
+                MessageState::Dead => {}
+            }
+        }
+    }
+
+    pub fn next_seq(&mut self) -> u64 {
+        self.last_seq += 1;
+        self.last_seq
+    }
+
+    pub fn stored_mut(&mut self, queue: &QueueName, id: &MessageId) -> BrokerResult<&mut Stored> {
+        self.messages
+            .get_mut(&(queue.clone(), id.clone()))
+            .ok_or_else(|| not_found(queue, id))
+    }
+
+    /// The message leased under `lease`, or the error api.md prescribes.
+    pub fn leased_mut(
+        &mut self,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+    ) -> BrokerResult<&mut Stored> {
+        let stored = self.stored_mut(queue, id)?;
+        if stored.msg.state != MessageState::Leased || stored.lease.as_ref() != Some(lease) {
+            return Err(BrokerError::LeaseMismatch {
+                id: id.clone(),
+                lease: lease.to_string(),
+            });
+        }
+        Ok(stored)
+    }
+
+    pub fn config(&self, queue: &QueueName) -> BrokerResult<QueueConfig> {
+        self.queues
+            .get(queue)
+            .map(|q| q.config.clone())
+            .ok_or_else(|| BrokerError::QueueNotFound(queue.clone()))
+    }
+
+    pub fn info(&self, name: &QueueName, now: u64) -> BrokerResult<QueueInfo> {
+        let queue = self
+            .queues
+            .get(name)
+            .ok_or_else(|| BrokerError::QueueNotFound(name.clone()))?;
+        let mut stats = QueueStats::default();
+        for stored in self.in_queue(name) {
+            let m = &stored.msg;
+            match m.state {
+                MessageState::Scheduled => stats.scheduled += 1,
+                MessageState::Ready => {
+                    stats.ready += 1;
+                    if m.priority < URGENT_BELOW {
+                        stats.ready_urgent += 1;
+                    }
+                }
+                MessageState::Leased => stats.leased += 1,
+                MessageState::Dead => stats.dead += 1,
+            }
+        }
+        let paused = queue.paused(now);
+        Ok(QueueInfo {
+            name: name.clone(),
+            config: queue.config.clone(),
+            paused,
+            paused_until: match queue.pause {
+                Some(Some(until)) if paused => Some(until),
+                _ => None,
+            },
+            stats,
+        })
+    }
+
+    pub fn in_queue<'a>(&'a self, name: &'a QueueName) -> impl Iterator<Item = &'a Stored> + 'a {
+        self.messages
+            .iter()
+            .filter(move |((q, _), _)| q == name)
+            .map(|(_, s)| s)
+    }
+
+    /// Keys of the ready messages of the unpaused `queues`, in delivery
+    /// order (priority, deliver_at, seq).
+    pub fn ready_order(&self, queues: &[QueueName], now: u64) -> Vec<(QueueName, MessageId)> {
+        let mut ready: Vec<_> = self
+            .messages
+            .iter()
+            .filter(|((q, _), s)| {
+                s.msg.state == MessageState::Ready
+                    && queues.contains(q)
+                    && self.queues.get(q).is_some_and(|qs| !qs.paused(now))
+            })
+            .map(|(k, s)| ((s.msg.priority, s.msg.deliver_at, s.msg.seq), k.clone()))
+            .collect();
+        ready.sort();
+        ready.into_iter().map(|(_, k)| k).collect()
+    }
+
+    /// The earliest future wall time at which something in `queues` can
+    /// change by itself (a message due, a lease expiring, a pause ending).
+    pub fn next_event(&self, queues: &[QueueName], now: u64) -> Option<u64> {
+        let messages = self
+            .messages
+            .iter()
+            .filter(|((q, _), _)| queues.contains(q))
+            .filter_map(|(_, s)| match s.msg.state {
+                MessageState::Scheduled => Some(s.msg.deliver_at),
+                MessageState::Leased => s.msg.lease_until,
+                _ => None,
+            });
+        let pauses = queues
+            .iter()
+            .filter_map(|q| self.queues.get(q))
+            .filter_map(|q| q.pause.flatten());
+        messages.chain(pauses).filter(|t| *t > now).min()
+    }
+}
+
+/// Hands `stored` out under a fresh lease of `lease_ms` from `now`.
+pub(crate) fn deliver(stored: &mut Stored, now: u64, lease_ms: u64) -> Delivery {
+    let lease = LeaseId::generate();
+    let m = &mut stored.msg;
+    m.state = MessageState::Leased;
+    m.attempts += 1;
+    m.lease_until = Some(now.saturating_add(lease_ms));
+    m.died_at = None;
+    stored.lease = Some(lease.clone());
+    Delivery {
+        queue: m.queue.clone(),
+        id: m.id.clone(),
+        seq: m.seq,
+        lease_id: lease,
+        lease_until: now.saturating_add(lease_ms),
+        attempt: m.attempts,
+        deliver_at: m.deliver_at,
+        priority: m.priority,
+        headers: m.headers.clone(),
+        payload: m.payload.clone(),
+    }
+}
+
+/// A failed delivery at wall time `at` (a nack's now, or a lease's expiry):
+/// dead when it may die and is out of attempts, else scheduled again after
+/// `delay_ms` or the queue's backoff.
+pub(crate) fn fail_attempt(
+    stored: &mut Stored,
+    config: &QueueConfig,
+    at: u64,
+    delay_ms: Option<u64>,
+    may_die: bool,
+) {
+    stored.lease = None;
+    let m = &mut stored.msg;
+    m.lease_until = None;
+    if may_die && config.exhausted(m.attempts, m.max_attempts) {
+        kill(m, at);
+        return;
+    }
+    let delay = delay_ms.unwrap_or_else(|| config.retry.delay_with_jitter(m.attempts));
+    m.deliver_at = at.saturating_add(delay);
+    m.state = MessageState::Scheduled;
+}
+
+/// Moves a message to `Dead` at wall time `at`.
+pub(crate) fn kill(m: &mut Message, at: u64) {
+    m.state = MessageState::Dead;
+    m.died_at = Some(at);
+    m.lease_until = None;
+    m.counters.buries += 1;
+}
+
+/// Scheduled or ready, whichever `deliver_at` makes it at `now`.
+pub(crate) fn waiting_state(deliver_at: u64, now: u64) -> MessageState {
+    if deliver_at <= now {
+        MessageState::Ready
+    } else {
+        MessageState::Scheduled
+    }
+}
+
+pub(crate) fn not_found(queue: &QueueName, id: &MessageId) -> BrokerError {
+    BrokerError::MessageNotFound {
+        queue: queue.clone(),
+        id: id.clone(),
+    }
+}
+
+/// The sort key of a message in its state's list order (see `ListQuery`).
+pub(crate) fn list_key(m: &Message) -> (u64, u64, u64) {
+    match m.state {
+        MessageState::Scheduled => (m.deliver_at, m.seq, 0),
+        MessageState::Ready => (u64::from(m.priority), m.deliver_at, m.seq),
+        MessageState::Leased => (m.lease_until.unwrap_or(0), m.seq, 0),
+        MessageState::Dead => (m.died_at.unwrap_or(0), m.seq, 0),
+    }
+}

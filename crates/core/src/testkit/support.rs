@@ -1,0 +1,205 @@
+//! Small helpers the conformance cases share: unique queue names, terse
+//! enqueue/lease calls that panic with context, and time bounds.
+//!
+//! Cases run on real time because they must also pass over HTTP and Redis;
+//! "not before" bounds are exact, "arrived by" bounds are generous
+//! ([`SLACK_MS`]) so a loaded 2-core machine does not make them flaky.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::broker::Broker;
+use crate::clock::{Clock, SystemClock};
+use crate::error::BrokerError;
+use crate::message::{
+    Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, LeaseRequest, Message, Schedule,
+};
+use crate::model::{MessageId, QueueConfigPatch, QueueName, RetryPolicy};
+
+/// How late an "arrived by" check may be on a loaded machine.
+pub const SLACK_MS: u64 = 1_500;
+
+/// Upper bound for a whole case, so a hanging broker fails instead of hangs.
+pub const CASE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Wall time now (the suite assumes the broker reads the same wall clock).
+pub fn now_ms() -> u64 {
+    SystemClock.now_ms()
+}
+
+/// A queue name unique to this case and this run, so cases can share one
+/// backend (a Redis server) with each other and with other test processes.
+pub fn queue(case: &str, suffix: &str) -> QueueName {
+    let tag: u64 = rand::random();
+    let name = format!("ct.{case}.{suffix}.{tag:016x}");
+    QueueName::new(name).unwrap_or_else(|e| panic!("bad test queue name: {e}"))
+}
+
+pub fn id(s: &str) -> MessageId {
+    MessageId::new(s).unwrap_or_else(|e| panic!("bad test id {s:?}: {e}"))
+}
+
+/// A short retry backoff so retry cases finish quickly: 100 ms, doubling,
+/// at most 1 s.
+pub fn fast_retry() -> RetryPolicy {
+    RetryPolicy {
+        initial_ms: 100,
+        max_ms: 1_000,
+        multiplier: 2.0,
+    }
+}
+
+/// Creates a fresh queue with [`fast_retry`] and `max_attempts`.
+pub async fn make_queue(b: &Arc<dyn Broker>, q: &QueueName, max_attempts: u32) {
+    let patch = QueueConfigPatch {
+        max_attempts: Some(max_attempts),
+        retry: Some(fast_retry()),
+        ..QueueConfigPatch::default()
+    };
+    must(b.put_queue(q, patch).await, "put_queue");
+}
+
+/// A request with this id (or a generated one), schedule and payload.
+pub fn req(id_: Option<&str>, schedule: Schedule, payload: &str) -> EnqueueRequest {
+    EnqueueRequest {
+        id: id_.map(id),
+        schedule,
+        payload: payload.as_bytes().to_vec(),
+        ..EnqueueRequest::default()
+    }
+}
+
+/// Enqueues one request and returns its outcome, panicking on any error.
+pub async fn put(b: &Arc<dyn Broker>, q: &QueueName, r: EnqueueRequest) -> EnqueueOutcome {
+    let mut results = must(
+        b.enqueue(q, vec![r], EnqueueOptions::default()).await,
+        "enqueue",
+    );
+    assert_eq!(results.len(), 1, "enqueue of one item gave {results:?}");
+    must(results.remove(0), "enqueue item")
+}
+
+/// Enqueues a ready message with this id.
+pub async fn put_now(b: &Arc<dyn Broker>, q: &QueueName, id_: &str) -> EnqueueOutcome {
+    put(b, q, req(Some(id_), Schedule::Now, id_)).await
+}
+
+pub async fn lease(b: &Arc<dyn Broker>, q: &QueueName, max: u32, wait_ms: u64) -> Vec<Delivery> {
+    lease_for(b, q, max, wait_ms, None).await
+}
+
+pub async fn lease_for(
+    b: &Arc<dyn Broker>,
+    q: &QueueName,
+    max: u32,
+    wait_ms: u64,
+    lease_ms: Option<u64>,
+) -> Vec<Delivery> {
+    let request = LeaseRequest {
+        max,
+        wait_ms,
+        lease_ms,
+    };
+    must(b.lease(std::slice::from_ref(q), request).await, "lease")
+}
+
+/// Leases exactly one message (waiting up to a few seconds), panicking
+/// otherwise.
+pub async fn lease_one(b: &Arc<dyn Broker>, q: &QueueName, lease_ms: Option<u64>) -> Delivery {
+    let mut got = lease_for(b, q, 1, 5_000, lease_ms).await;
+    assert_eq!(got.len(), 1, "expected one delivery from {q}, got {got:?}");
+    got.remove(0)
+}
+
+pub async fn get(b: &Arc<dyn Broker>, q: &QueueName, id_: &MessageId) -> Message {
+    must(b.get(q, id_).await, "get")
+}
+
+/// Leases `id_` (which must be the only ready message) and nacks it with
+/// no delay, `attempts` times, checking the attempt numbers from 1.
+pub async fn nack_times(b: &Arc<dyn Broker>, q: &QueueName, id_: &MessageId, attempts: u32) {
+    for attempt in 1..=attempts {
+        let d = lease_one(b, q, None).await;
+        assert_eq!(&d.id, id_, "leased the wrong message");
+        assert_eq!(d.attempt, attempt, "attempt numbers count deliveries");
+        let nack = crate::message::Nack {
+            delay_ms: Some(0),
+            ..crate::message::Nack::default()
+        };
+        must(b.nack(q, id_, &d.lease_id, nack).await, "nack");
+    }
+}
+
+/// Waits until the wall clock has moved past `t`, so that two events get
+/// distinct millisecond timestamps (dead-letter order is by time of death).
+pub async fn tick_past(t: u64) {
+    while now_ms() <= t {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Polls `check` every 20 ms until it returns true or `within_ms` passes.
+/// Only for effects no call can wait on (a lease expiring unobserved).
+pub async fn eventually<F, Fut>(within_ms: u64, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(within_ms);
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {within_ms} ms waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Unwraps a broker result, naming the call in the panic.
+pub fn must<T>(r: Result<T, BrokerError>, call: &str) -> T {
+    r.unwrap_or_else(|e| panic!("{call} failed: {e:?}"))
+}
+
+pub fn assert_not_found<T: std::fmt::Debug>(r: Result<T, BrokerError>, what: &str) {
+    assert!(
+        matches!(r, Err(BrokerError::MessageNotFound { .. })),
+        "{what}: expected MessageNotFound, got {r:?}"
+    );
+}
+
+pub fn assert_queue_not_found<T: std::fmt::Debug>(r: Result<T, BrokerError>, what: &str) {
+    assert!(
+        matches!(r, Err(BrokerError::QueueNotFound(_))),
+        "{what}: expected QueueNotFound, got {r:?}"
+    );
+}
+
+pub fn assert_lease_mismatch<T: std::fmt::Debug>(r: Result<T, BrokerError>, what: &str) {
+    assert!(
+        matches!(r, Err(BrokerError::LeaseMismatch { .. })),
+        "{what}: expected LeaseMismatch, got {r:?}"
+    );
+}
+
+pub fn assert_invalid_state<T: std::fmt::Debug>(r: Result<T, BrokerError>, what: &str) {
+    assert!(
+        matches!(r, Err(BrokerError::InvalidState { .. })),
+        "{what}: expected InvalidState, got {r:?}"
+    );
+}
+
+/// Runs one case on a fresh 2-worker runtime with [`CASE_TIMEOUT`]; what
+/// the conformance macros expand to, so callers need no tokio attribute.
+pub fn run_case<F: Future<Output = ()>>(case: F) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("cannot build a tokio runtime: {e}"));
+    runtime.block_on(async {
+        if tokio::time::timeout(CASE_TIMEOUT, case).await.is_err() {
+            panic!("case did not finish within {CASE_TIMEOUT:?}");
+        }
+    });
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the external programs the test suite talks to, when missing:
+# redis-server/redis-cli (RedisBroker tests) and the Python beanstalkd client
+# greenstalk (interoperability test). Idempotent and quiet.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_updated=0
+apt_install() {
+  if [ "$apt_updated" = 0 ]; then
+    apt-get update -qq >/dev/null
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+if [ -f scripts/ensure-redis.sh ]; then
+  bash scripts/ensure-redis.sh
+elif ! command -v redis-server >/dev/null 2>&1; then
+  apt_install redis-server
+fi
+
+if ! python3 -c 'import greenstalk' >/dev/null 2>&1; then
+  python3 -m pip install --quiet --disable-pip-version-check greenstalk
+fi
