@@ -12,6 +12,19 @@ use crate::message::{
 };
 use crate::model::{LeaseId, MessageId, QueueConfigPatch, QueueInfo, QueueName};
 
+/// How many scheduled messages the default [`Broker::due_histogram`] reads
+/// at most.
+pub const HISTOGRAM_SCAN_LIMIT: usize = 200_000;
+
+/// Scheduled messages counted by due-time bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DueHistogram {
+    pub counts: Vec<u64>,
+    /// True when the broker stopped counting early (the counts are a lower
+    /// bound).
+    pub truncated: bool,
+}
+
 /// Whether `PUT /v1/queues/{queue}` created the queue or updated it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Upsert {
@@ -145,6 +158,65 @@ pub trait Broker: Send + Sync + 'static {
     /// Moves dead messages back to `ready` with attempts reset; returns how
     /// many moved.
     async fn redrive(&self, queue: &QueueName, which: Redrive) -> BrokerResult<u64>;
+
+    /// Counts of scheduled messages by due time: `buckets` equal buckets
+    /// covering `[from, to)` (epoch ms); messages due before `from` count in
+    /// the first bucket, those due at or after `to` are not counted. For the
+    /// dashboard's "what is scheduled when" chart.
+    ///
+    /// The default pages through [`list`](Self::list) and stops after
+    /// [`HISTOGRAM_SCAN_LIMIT`] messages (the answer says whether it was
+    /// truncated); backends with a due-time index should override it.
+    async fn due_histogram(
+        &self,
+        queue: &QueueName,
+        from: u64,
+        to: u64,
+        buckets: u32,
+    ) -> BrokerResult<DueHistogram> {
+        if buckets == 0 || buckets > 10_000 || to <= from {
+            return Err(crate::BrokerError::InvalidArgument(
+                "histogram needs 1..=10000 buckets and from < to".into(),
+            ));
+        }
+        let mut histogram = DueHistogram {
+            counts: vec![0; buckets as usize],
+            truncated: false,
+        };
+        let width = (to - from).div_ceil(u64::from(buckets)).max(1);
+        let mut after = None;
+        let mut scanned = 0usize;
+        loop {
+            let page = self
+                .list(
+                    queue,
+                    ListQuery {
+                        state: crate::MessageState::Scheduled,
+                        after: after.take(),
+                        limit: 1_000,
+                    },
+                )
+                .await?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.id.clone());
+            for message in &page {
+                if message.deliver_at >= to {
+                    // Scheduled messages are listed by deliver_at: done.
+                    return Ok(histogram);
+                }
+                let index = (message.deliver_at.saturating_sub(from) / width) as usize;
+                if let Some(count) = histogram.counts.get_mut(index) {
+                    *count += 1;
+                }
+            }
+            scanned += page.len();
+            if scanned >= HISTOGRAM_SCAN_LIMIT {
+                histogram.truncated = true;
+                break;
+            }
+        }
+        Ok(histogram)
+    }
 
     // ----- lifecycle -----
 
