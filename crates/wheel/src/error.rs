@@ -1,0 +1,15 @@
+//! Error types.
+
+/// The handle names an entry that already fired or was cancelled (its slot may
+/// since have been reused; the generation check keeps the new occupant safe).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("stale wheel handle: the entry already fired or was cancelled")]
+pub struct StaleHandle;
+
+/// [`KeyedWheel::insert`](crate::KeyedWheel::insert) was given a key that is
+/// already scheduled. The key is handed back; the existing entry is untouched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("key is already scheduled")]
+pub struct DuplicateKey<K> {
+    pub key: K,
+}
