@@ -29,8 +29,9 @@
 //!
 //! # Layout
 //!
-//! - `level` — slot arithmetic (which level/slot a tick belongs to, where a
-//!   slot starts) and the per-level lists plus `u64` occupancy bitmap.
+//! - `level` — slot arithmetic (which level/slot/list a tick belongs to,
+//!   where a slot starts and ends) and the per-level lists plus occupancy
+//!   bitmaps.
 //! - `slab` — entry storage: `Vec` of generation-tagged slots with a free
 //!   list; a 32-byte entry for `T = u64`.
 //! - `ready` — the queue of due entries, ordered by (deadline, insertion).
@@ -61,15 +62,25 @@
 //! same cascade as every other level. All arithmetic is checked or
 //! saturating.
 //!
+//! **Lists.** Each slot holds `WAYS` (16) intrusive lists; an entry goes to
+//! list `tick % 16` of its slot (level 0 uses one list: a level-0 slot is a
+//! single tick). Equal ticks therefore share a list and keep insertion order,
+//! while emptying a large slot walks 16 independent chains at once, so the
+//! CPU overlaps their cache misses. Walks stop at a list's tail, so the head's
+//! `prev` and the tail's `next` are never read and removing an end entry
+//! touches no neighbour.
+//!
 //! **Cascade.** `advance(now)` only records the target tick. `poll_expired`
 //! then, whenever the ready buffer is empty, takes the earliest slot whose
-//! start is `<= target`, sets `elapsed` to that start and empties the slot:
-//! level-0 entries become ready, higher entries are re-placed relative to the
-//! new `elapsed` (landing on a lower level, or ready if due exactly then).
-//! Collecting one slot at a time keeps entries in cache between collection
-//! and return. Each entry cascades at most ten times. Cancel recomputes an
-//! entry's slot from its deadline and `elapsed`, so an entry needs no slot
-//! field.
+//! start is `<= target` and empties it. For a level-0 or level-1 slot,
+//! `elapsed` jumps to `min(target, last tick of the slot)` and every entry due
+//! by then becomes ready in one batch, sorted by (deadline, stamp) with a
+//! counting sort on the tick; the rest go to level 0. A higher slot sets
+//! `elapsed` to its start and re-places its entries on lower levels. The
+//! jump is safe because the earliest slot's lower levels are empty and every
+//! other slot starts after its end. Each entry cascades at most ten times.
+//! Cancel recomputes an entry's slot (and list) from its deadline and
+//! `elapsed`, so an entry needs no slot field.
 //!
 //! **Ordering.** A slot list is kept in insertion order (appends at the tail;
 //! cascades move lists in order), and entries with the same tick always share

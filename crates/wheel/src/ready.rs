@@ -37,6 +37,12 @@ impl ReadyQueue {
         }
     }
 
+    pub(crate) fn extend(&mut self, items: impl IntoIterator<Item = ReadyItem>) {
+        for item in items {
+            self.push(item);
+        }
+    }
+
     /// The smallest item, stale or not.
     pub(crate) fn peek(&self) -> Option<ReadyItem> {
         let a = self.in_order.front().copied();

@@ -14,11 +14,12 @@ pub(crate) struct Entry<T> {
     /// Exact caller deadline, in time units.
     pub(crate) deadline: u64,
     pub(crate) generation: u32,
-    /// While pending: next entry in the slot list. While ready: the low half
-    /// of the ready stamp (the entry is in no list then).
+    /// While pending: next entry in the slot list (meaningless on the list's
+    /// tail: walks stop at the tail). While ready: the low half of the ready
+    /// stamp (the entry is in no list then).
     pub(crate) next: u32,
-    /// While pending: previous entry in the slot list. While ready: the high
-    /// half of the ready stamp.
+    /// While pending: previous entry in the slot list (meaningless on the
+    /// list's head). While ready: the high half of the ready stamp.
     pub(crate) prev: u32,
     /// True while the entry sits in the ready queue rather than a slot list.
     pub(crate) ready: bool,

@@ -1,0 +1,43 @@
+//! A beanstalkd-protocol listener over delayd's [`Broker`](delayd_core::Broker):
+//! existing beanstalkd clients and workers talk to delayd unchanged.
+//!
+//! # Layout
+//! - [`proto`]: the wire format, client to server: [`parse`] (a pure
+//!   function over bytes, fuzzed and property-tested) and the [`Decoder`]
+//!   that adds the discard state for oversized bodies and overlong lines.
+//! - `reply`: server-to-client frames and YAML documents.
+//! - `server`: [`BeanstalkServer`] (bind, accept loop with its connection
+//!   limit, shutdown), [`BeanstalkHandle`] (drain mode), and each
+//!   connection's read-decode-execute-write loop.
+//! - `session`: one connection's state (used tube, watch list, reserved
+//!   jobs), command dispatch and the tube commands.
+//! - `put`: `put`, batching a pipelined run of them into one broker call.
+//! - `jobs`: worker commands (`reserve` and its waiting, `delete`,
+//!   `release`, `bury`, `touch`, `reserve-job`).
+//! - `inspect`: `peek*`, `kick*`, `stats*`, `list-tubes`, `pause-tube`.
+//! - `tubes`: tube-to-queue names and per-tube connection counts.
+//! - `stats`: counters and the `stats`/`stats-job`/`stats-tube` documents
+//!   with beanstalkd 1.13's keys; the metric names this crate records.
+//!
+//! The mapping to broker operations, and where delayd differs from
+//! beanstalkd, is written down in docs/beanstalk.md.
+//!
+//! Architecture invariant: the listener keeps no job state of its own
+//! beyond which leases each connection holds; every job lives in the
+//! broker, so HTTP and beanstalkd clients see the same jobs.
+
+#![forbid(unsafe_code)]
+
+mod inspect;
+mod jobs;
+pub mod proto;
+mod put;
+mod reply;
+mod server;
+mod session;
+mod stats;
+mod tubes;
+
+pub use proto::{parse, Command, Decoder, Frame, ProtoError};
+pub use server::{BeanstalkConfig, BeanstalkHandle, BeanstalkServer};
+pub use stats::{COMMANDS_TOTAL, CONNECTIONS, CONNECTIONS_REFUSED_TOTAL};

@@ -1,0 +1,361 @@
+//! The TCP listener: binding, the accept loop with its connection limit,
+//! drain mode, shutdown, and each connection's read-decode-execute-write
+//! loop.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use delayd_core::{Broker, Clock, QueueName, SystemClock};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::jobs::Interrupt;
+use crate::proto::{Command, Decoder, Frame, DEFAULT_MAX_JOB_SIZE};
+use crate::session::{Flow, Session};
+use crate::stats::{Counters, CONNECTIONS, CONNECTIONS_REFUSED_TOTAL};
+
+/// Listener settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BeanstalkConfig {
+    /// Largest job body accepted, in bytes (beanstalkd's `-z`); larger
+    /// `put`s get `JOB_TOO_BIG`.
+    pub max_job_size: usize,
+    /// Open connections beyond this are closed as soon as accepted.
+    pub max_connections: usize,
+}
+
+impl Default for BeanstalkConfig {
+    fn default() -> Self {
+        Self {
+            max_job_size: DEFAULT_MAX_JOB_SIZE,
+            max_connections: 10_000,
+        }
+    }
+}
+
+/// Replies are flushed once this much is pending, so a client pipelining
+/// many `peek`s of large jobs cannot make the server buffer them all.
+const FLUSH_AT: usize = 64 * 1024;
+
+/// Most pipelined puts enqueued in one broker call.
+const MAX_PUT_BATCH: usize = 256;
+
+/// State every connection shares.
+pub(crate) struct Shared {
+    pub broker: Arc<dyn Broker>,
+    pub clock: Arc<dyn Clock>,
+    pub config: BeanstalkConfig,
+    pub default_tube: QueueName,
+    pub tubes: crate::tubes::Tubes,
+    pub counters: Counters,
+    pub draining: AtomicBool,
+    pub started: Instant,
+    /// beanstalkd's `id`: random per process start.
+    pub instance_id: String,
+    pub hostname: String,
+    pub os: String,
+}
+
+/// A bound beanstalkd listener. Bind, take a [`BeanstalkHandle`] if drain
+/// mode is wanted (SIGUSR1), then [`run`](Self::run) it, usually spawned.
+pub struct BeanstalkServer {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+/// Controls a running server from elsewhere (signal handlers).
+#[derive(Clone)]
+pub struct BeanstalkHandle {
+    shared: Arc<Shared>,
+}
+
+impl BeanstalkHandle {
+    /// Drain mode: from now on `put` answers `DRAINING`; everything else
+    /// works as before. beanstalkd enters it on SIGUSR1.
+    pub fn drain(&self) {
+        self.shared.draining.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.shared.draining.load(Ordering::SeqCst)
+    }
+}
+
+impl BeanstalkServer {
+    /// Binds `addr` (connections queue in the backlog until [`run`]).
+    ///
+    /// [`run`]: Self::run
+    pub async fn bind(
+        addr: SocketAddr,
+        broker: Arc<dyn Broker>,
+        config: BeanstalkConfig,
+    ) -> io::Result<Self> {
+        Self::bind_with_clock(addr, broker, config, Arc::new(SystemClock)).await
+    }
+
+    /// [`bind`](Self::bind) with the wall clock the broker uses (tests).
+    pub async fn bind_with_clock(
+        addr: SocketAddr,
+        broker: Arc<dyn Broker>,
+        config: BeanstalkConfig,
+        clock: Arc<dyn Clock>,
+    ) -> io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        Self::from_listener(listener, broker, config, clock)
+    }
+
+    /// A server on a socket bound earlier. beanstalkd clients expect the
+    /// port to accept within ~50 ms of process start, before a store may
+    /// have finished opening: bind the socket first thing (the kernel
+    /// completes handshakes into the backlog), open the broker, then call
+    /// this.
+    pub fn from_listener(
+        listener: TcpListener,
+        broker: Arc<dyn Broker>,
+        config: BeanstalkConfig,
+        clock: Arc<dyn Clock>,
+    ) -> io::Result<Self> {
+        let default_tube = QueueName::new("default")
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let local_addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            broker,
+            clock,
+            config,
+            default_tube,
+            tubes: Default::default(),
+            counters: Counters::default(),
+            draining: AtomicBool::new(false),
+            started: Instant::now(),
+            instance_id: format!("{:016x}", rand::random::<u64>()),
+            hostname: read_proc("/proc/sys/kernel/hostname"),
+            os: read_proc("/proc/sys/kernel/version"),
+        });
+        Ok(Self {
+            listener,
+            local_addr,
+            shared,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn handle(&self) -> BeanstalkHandle {
+        BeanstalkHandle {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// Same as `self.handle().drain()`.
+    pub fn drain(&self) {
+        self.handle().drain();
+    }
+
+    /// Serves until `shutdown` completes; then stops accepting, closes every
+    /// connection (releasing the jobs they had reserved) and returns once
+    /// all connection tasks have ended.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut connections = JoinSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                accepted = self.listener.accept() => match accepted {
+                    Ok((stream, _)) => self.admit(stream, &mut connections, stop_rx.clone()),
+                    // Per-connection failures (aborted handshakes, fd
+                    // exhaustion) must not stop the listener.
+                    Err(error) => {
+                        tracing::warn!(%error, "beanstalkd accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                },
+                Some(_) = connections.join_next() => {}
+            }
+        }
+        let _ = stop_tx.send(true);
+        while connections.join_next().await.is_some() {}
+    }
+
+    fn admit(&self, stream: TcpStream, set: &mut JoinSet<()>, stop: watch::Receiver<bool>) {
+        let counters = &self.shared.counters;
+        let open = counters.current_connections.load(Ordering::SeqCst);
+        if open >= self.shared.config.max_connections as u64 {
+            metrics::counter!(CONNECTIONS_REFUSED_TOTAL).increment(1);
+            drop(stream);
+            return;
+        }
+        counters.current_connections.fetch_add(1, Ordering::SeqCst);
+        counters.total_connections.fetch_add(1, Ordering::Relaxed);
+        metrics::gauge!(CONNECTIONS).increment(1.0);
+        let _ = stream.set_nodelay(true);
+        let shared = Arc::clone(&self.shared);
+        set.spawn(async move {
+            let connection = Connection::new(stream, Arc::clone(&shared), stop);
+            if let Err(error) = connection.serve().await {
+                tracing::debug!(%error, "beanstalkd connection ended with an error");
+            }
+            shared
+                .counters
+                .current_connections
+                .fetch_sub(1, Ordering::SeqCst);
+            metrics::gauge!(CONNECTIONS).decrement(1.0);
+        });
+    }
+}
+
+/// A /proc text, trimmed and kept to printable ASCII without quotes or
+/// backslashes: it goes into a quoted YAML scalar that clients parse
+/// naively (greenstalk decodes stats as ASCII).
+fn read_proc(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_graphic() && !matches!(c, '"' | '\\') || *c == ' ')
+        .collect()
+}
+
+struct Connection {
+    reader: OwnedReadHalf,
+    writer: tokio::net::tcp::OwnedWriteHalf,
+    input: BytesMut,
+    output: Vec<u8>,
+    decoder: Decoder,
+    session: Session,
+    stop: watch::Receiver<bool>,
+}
+
+impl Connection {
+    fn new(stream: TcpStream, shared: Arc<Shared>, stop: watch::Receiver<bool>) -> Self {
+        let (reader, writer) = stream.into_split();
+        Self {
+            reader,
+            writer,
+            input: BytesMut::with_capacity(4096),
+            output: Vec::with_capacity(4096),
+            decoder: Decoder::new(shared.config.max_job_size),
+            session: Session::new(shared),
+            stop,
+        }
+    }
+
+    async fn serve(mut self) -> io::Result<()> {
+        let result = self.serve_commands().await;
+        self.session.release_all().await;
+        result
+    }
+
+    /// Executes every complete command in the input, writes the replies,
+    /// then reads more; ends on EOF, `quit`, or server shutdown.
+    async fn serve_commands(&mut self) -> io::Result<()> {
+        let mut puts: Vec<Command> = Vec::new();
+        loop {
+            loop {
+                let frame = self.decoder.decode(&mut self.input);
+                // Consecutive complete puts go to the broker together.
+                if let Some(Frame::Command(put @ Command::Put { .. })) = frame {
+                    puts.push(put);
+                    if puts.len() >= MAX_PUT_BATCH {
+                        self.run_puts(&mut puts).await?;
+                    }
+                    continue;
+                }
+                self.run_puts(&mut puts).await?;
+                let Some(frame) = frame else { break };
+                if !self.handle(frame).await? {
+                    return self.flush().await;
+                }
+                if self.output.len() >= FLUSH_AT {
+                    self.flush().await?;
+                }
+            }
+            self.flush().await?;
+            let read = tokio::select! {
+                read = self.reader.read_buf(&mut self.input) => read?,
+                _ = self.stop.wait_for(|stop| *stop) => return Ok(()),
+            };
+            if read == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn run_puts(&mut self, puts: &mut Vec<Command>) -> io::Result<()> {
+        if puts.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(puts);
+        self.session.execute_puts(batch, &mut self.output).await;
+        if self.output.len() >= FLUSH_AT {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Runs one frame; false when the connection must close.
+    async fn handle(&mut self, frame: Frame) -> io::Result<bool> {
+        let command = match frame {
+            Frame::Command(command) => command,
+            Frame::Error(error) => {
+                self.output.extend_from_slice(error.reply());
+                return Ok(true);
+            }
+        };
+        match self.session.execute(command, &mut self.output).await {
+            Flow::Continue => Ok(true),
+            Flow::Quit => Ok(false),
+            Flow::Reserve(timeout) => {
+                // Replies to earlier pipelined commands go out before the wait.
+                self.flush().await?;
+                let cap = self.decoder.max_frame();
+                let interrupted =
+                    interrupted(&mut self.reader, &mut self.input, cap, &mut self.stop);
+                Ok(self
+                    .session
+                    .reserve(timeout, interrupted, &mut self.output)
+                    .await)
+            }
+        }
+    }
+
+    async fn flush(&mut self) -> io::Result<()> {
+        if !self.output.is_empty() {
+            self.writer.write_all(&self.output).await?;
+            self.output.clear();
+        }
+        Ok(())
+    }
+}
+
+/// Completes when the client half-closes (or the server stops) while a
+/// `reserve` waits. Bytes the client pipelines meanwhile are kept for
+/// later, up to `cap`; beyond that the socket is left unread.
+async fn interrupted(
+    reader: &mut OwnedReadHalf,
+    input: &mut BytesMut,
+    cap: usize,
+    stop: &mut watch::Receiver<bool>,
+) -> Interrupt {
+    loop {
+        let read = tokio::select! {
+            read = reader.read_buf(input), if input.len() < cap => read,
+            _ = stop.wait_for(|stop| *stop) => return Interrupt::Stopping,
+        };
+        match read {
+            Ok(0) | Err(_) => return Interrupt::HalfClosed,
+            Ok(_) => {}
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! The producer and consumer tasks of the bench. Both are bounded: producers
+//! by the message count and the production deadline, consumers by the stop
+//! signal the orchestrator sends once everything arrived or the drain
+//! period ran out.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use delayd_client::{Client, Enqueued, LeaseOptions, Leased, NewMessage};
+use indicatif::ProgressBar;
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinSet;
+use tokio::time::{sleep_until, timeout_at, Instant};
+
+use crate::bench::tally::{parse_seq, payload, Received, Tally};
+use crate::duration::now_ms;
+
+/// How long one lease call may wait on the server. Short enough that a
+/// consumer notices the stop signal promptly even without cancelling.
+const LEASE_WAIT_MS: u64 = 1_000;
+/// Pause after a failed lease call, so a broken server is not hammered.
+const LEASE_ERROR_BACKOFF: Duration = Duration::from_millis(100);
+
+/// What every task needs to know about the run.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub queue: String,
+    pub messages: u64,
+    pub batch: u64,
+    pub lease_max: u32,
+    pub payload_size: usize,
+    pub delay_min_ms: u64,
+    pub delay_max_ms: u64,
+    /// Total messages per second; `None` = as fast as possible.
+    pub rate: Option<f64>,
+    pub start: Instant,
+    /// Producers send nothing after this.
+    pub produce_end: Instant,
+}
+
+/// State shared by producers, consumers and the orchestrator.
+pub struct Shared {
+    pub client: Client,
+    pub plan: Plan,
+    pub tally: Mutex<Tally>,
+    pub progress: ProgressBar,
+    /// Woken after each consumer batch, so the orchestrator can check
+    /// whether everything arrived without polling.
+    pub delivered: Notify,
+    next_seq: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(client: Client, plan: Plan, tally: Tally, progress: ProgressBar) -> Self {
+        Self {
+            client,
+            plan,
+            tally: Mutex::new(tally),
+            progress,
+            delivered: Notify::new(),
+            next_seq: AtomicU64::new(0),
+        }
+    }
+
+    /// The tally; a panic in another task while holding it cannot make the
+    /// counts unreadable, so poisoning is ignored.
+    pub fn tally(&self) -> MutexGuard<'_, Tally> {
+        self.tally
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Whether producers handed out every sequence number.
+    pub fn all_claimed(&self) -> bool {
+        self.next_seq.load(Ordering::SeqCst) >= self.plan.messages
+    }
+}
+
+pub async fn produce(shared: Arc<Shared>) {
+    let plan = &shared.plan;
+    loop {
+        let first = shared.next_seq.fetch_add(plan.batch, Ordering::SeqCst);
+        if first >= plan.messages {
+            break;
+        }
+        let last = (first + plan.batch).min(plan.messages);
+        if let Some(rate) = plan.rate {
+            let due = plan.start + Duration::from_secs_f64(first as f64 / rate);
+            sleep_until(due.min(plan.produce_end)).await;
+        }
+        let messages: Vec<NewMessage> = (first..last).map(|seq| new_message(plan, seq)).collect();
+        let sent = timeout_at(plan.produce_end, send(&shared.client, plan, &messages)).await;
+        let results = match sent {
+            Ok(results) => results,
+            // Past the production deadline: the batch's fate is unknown, so
+            // it counts as not enqueued (an error) rather than as lost.
+            Err(_elapsed) => vec![None; messages.len()],
+        };
+        record_enqueued(&shared, first, results);
+        if Instant::now() >= plan.produce_end {
+            break;
+        }
+    }
+}
+
+fn new_message(plan: &Plan, seq: u64) -> NewMessage {
+    let delay = rand::random_range(plan.delay_min_ms..=plan.delay_max_ms);
+    NewMessage::new(payload(seq, plan.payload_size)).delay_ms(delay)
+}
+
+/// One request: a single enqueue when `--batch 1`, else the batch endpoint.
+/// `None` for each message that was not enqueued.
+async fn send(client: &Client, plan: &Plan, messages: &[NewMessage]) -> Vec<Option<Enqueued>> {
+    if let [message] = messages {
+        return vec![client.enqueue(&plan.queue, message).await.ok()];
+    }
+    match client.enqueue_batch(&plan.queue, messages).await {
+        Ok(results) => results.into_iter().map(Result::ok).collect(),
+        Err(_) => vec![None; messages.len()],
+    }
+}
+
+fn record_enqueued(shared: &Shared, first: u64, results: Vec<Option<Enqueued>>) {
+    let mut tally = shared.tally();
+    for (seq, result) in (first..).zip(results) {
+        match result {
+            Some(done) => tally.enqueued(seq, done.deliver_at),
+            None => tally.enqueue_errors += 1,
+        }
+    }
+    shared
+        .progress
+        .set_message(format!("enqueued {}", tally.enqueued_count));
+}
+
+pub async fn consume(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let options = LeaseOptions {
+        max: shared.plan.lease_max,
+        wait_ms: LEASE_WAIT_MS,
+        lease_ms: None,
+    };
+    while !*stop.borrow_and_update() {
+        let lease = shared.client.lease(&shared.plan.queue, options);
+        let leased = tokio::select! {
+            leased = lease => leased,
+            _ = stop.changed() => break,
+        };
+        match leased {
+            Ok(messages) => handle_batch(&shared, messages).await,
+            Err(_) => {
+                shared.tally().lease_errors += 1;
+                tokio::select! {
+                    () = tokio::time::sleep(LEASE_ERROR_BACKOFF) => {}
+                    _ = stop.changed() => break,
+                }
+            }
+        }
+    }
+}
+
+/// Records a batch (receive time taken once, as the answer arrived), then
+/// acks every message concurrently.
+async fn handle_batch(shared: &Arc<Shared>, messages: Vec<Leased>) {
+    if messages.is_empty() {
+        return;
+    }
+    let received_at = now_ms();
+    {
+        let mut tally = shared.tally();
+        for message in &messages {
+            match parse_seq(message.payload.as_bytes()) {
+                Some(seq) => tally.received(Received {
+                    seq,
+                    attempt: message.attempt,
+                    deliver_at: message.deliver_at,
+                    received_at,
+                }),
+                None => tally.foreign += 1,
+            }
+        }
+        shared.progress.set_position(tally.delivered_unique);
+    }
+    let acks = ack_all(shared, messages).await;
+    shared.tally().ack_errors += acks;
+    shared.delivered.notify_one();
+}
+
+/// Acks concurrently; returns how many acks failed.
+async fn ack_all(shared: &Arc<Shared>, messages: Vec<Leased>) -> u64 {
+    let mut acks = JoinSet::new();
+    for message in messages {
+        let shared = Arc::clone(shared);
+        acks.spawn(async move {
+            let queue = &shared.plan.queue;
+            shared
+                .client
+                .ack(queue, &message.id, &message.lease_id)
+                .await
+        });
+    }
+    let mut failed = 0;
+    while let Some(joined) = acks.join_next().await {
+        let ok = matches!(joined, Ok(Ok(())));
+        if !ok {
+            failed += 1;
+        }
+    }
+    failed
+}

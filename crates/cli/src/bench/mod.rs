@@ -1,0 +1,266 @@
+//! `delayd bench`: a load generator against a running server.
+//!
+//! Producers enqueue `--messages` messages, each with a random delay in
+//! `[--delay-min, --delay-max]` and its sequence number in the payload;
+//! consumers lease, record, and ack. The run ends when every enqueued
+//! message was delivered, or `--drain` after the last due time, and never
+//! later than `--duration` + `--drain` after it began (producers stop at
+//! `--duration`). It then reports throughput, lateness percentiles, early
+//! deliveries, losses and duplicates, and exits 1 when any of the last
+//! three is not zero.
+//!
+//! Submodules: `load` (the producer and consumer tasks), `tally` (the
+//! accounting), `report` (the output).
+
+mod load;
+mod report;
+mod tally;
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use delayd_client::QueuePut;
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::duration::{millis, now_ms, parse_duration};
+use crate::{Connection, UsageError};
+use load::{Plan, Shared};
+use report::Report;
+use tally::Tally;
+
+/// Time allowed for one request of the bench; a server slower than this is
+/// failing the bench anyway.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    conn: Connection,
+    /// Concurrent enqueueing tasks.
+    #[arg(long, default_value_t = 4)]
+    producers: u32,
+    /// Concurrent leasing tasks.
+    #[arg(long, default_value_t = 4)]
+    consumers: u32,
+    /// Messages to enqueue in total.
+    #[arg(long, default_value_t = 10_000)]
+    messages: u64,
+    /// Producers stop after this long; the whole run ends by this plus --drain.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    duration: Duration,
+    /// Time allowed after the last due time for the last deliveries.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    drain: Duration,
+    /// Total enqueue rate, messages per second (0 = as fast as possible).
+    #[arg(long, default_value_t = 0)]
+    rate: u64,
+    /// Payload size in bytes.
+    #[arg(long, default_value_t = 100)]
+    payload_size: usize,
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    delay_min: Duration,
+    #[arg(long, value_parser = parse_duration, default_value = "3s")]
+    delay_max: Duration,
+    /// Messages per enqueue request (1 = single `POST .../messages`).
+    #[arg(long, default_value_t = 1)]
+    batch: u64,
+    /// Messages per lease request.
+    #[arg(long, default_value_t = 100)]
+    lease_max: u32,
+    /// Queue to use (default: a fresh `bench-<random>`, deleted afterwards).
+    #[arg(long)]
+    queue: Option<String>,
+    /// Keep the generated queue after the run (to inspect what is left).
+    #[arg(long)]
+    keep: bool,
+}
+
+impl BenchArgs {
+    fn validate(&self) -> Result<(), UsageError> {
+        let fail = |what: &str| Err(UsageError(what.to_owned()));
+        if self.producers == 0 || self.consumers == 0 {
+            return fail("--producers and --consumers must be at least 1");
+        }
+        if !(1..=1000).contains(&self.batch) || !(1..=1000).contains(&self.lease_max) {
+            return fail("--batch and --lease-max must be within 1..=1000");
+        }
+        if self.delay_min > self.delay_max {
+            return fail("--delay-min must not exceed --delay-max");
+        }
+        if self.messages == 0 || self.messages > 10_000_000 {
+            return fail("--messages must be within 1..=10000000");
+        }
+        Ok(())
+    }
+}
+
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    args.validate()?;
+    let client = args.conn.client()?.with_timeout(REQUEST_TIMEOUT);
+    let generated = args.queue.is_none();
+    let queue = args
+        .queue
+        .clone()
+        .unwrap_or_else(|| format!("bench-{:08x}", rand::random::<u32>()));
+    // Fails fast (exit 3) when the server is not there, before any task starts.
+    client
+        .put_queue(&queue, &QueuePut::default())
+        .await
+        .with_context(|| format!("creating queue {queue}"))?;
+
+    let start = Instant::now();
+    let start_ms = now_ms();
+    let plan = Plan {
+        queue: queue.clone(),
+        messages: args.messages,
+        batch: args.batch,
+        lease_max: args.lease_max,
+        payload_size: args.payload_size,
+        delay_min_ms: millis(args.delay_min),
+        delay_max_ms: millis(args.delay_max),
+        rate: (args.rate > 0).then_some(args.rate as f64),
+        start,
+        produce_end: start + args.duration,
+    };
+    let progress = progress_bar(args.conn.json, args.messages);
+    let tally = Tally::new(args.messages)?;
+    let shared = Arc::new(Shared::new(client.clone(), plan, tally, progress));
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut consumers = JoinSet::new();
+    for _ in 0..args.consumers {
+        consumers.spawn(load::consume(Arc::clone(&shared), stop_rx.clone()));
+    }
+    let mut producers = JoinSet::new();
+    for _ in 0..args.producers {
+        producers.spawn(load::produce(Arc::clone(&shared)));
+    }
+    while producers.join_next().await.is_some() {}
+    let enqueue_seconds = start.elapsed().as_secs_f64();
+
+    let timed_out = drain(&shared, start + args.duration + args.drain, args.drain).await;
+    // Receivers gone means every consumer already ended; nothing to stop.
+    let _ = stop_tx.send(true);
+    while consumers.join_next().await.is_some() {}
+    shared.progress.finish_and_clear();
+
+    let mut report = build_report(
+        &args,
+        &shared,
+        queue.clone(),
+        start,
+        start_ms,
+        enqueue_seconds,
+        timed_out,
+    );
+    report.still_queued = client
+        .get_queue(&queue)
+        .await
+        .ok()
+        .map(|q| q.stats.scheduled + q.stats.ready);
+    if generated && !args.keep {
+        // Best effort: a leftover bench queue is untidy, not wrong.
+        let _ = client.delete_queue(&queue).await;
+    }
+    print_report(&report, args.conn.json)?;
+    if !report.clean() {
+        anyhow::bail!(
+            "{} not delivered within the drain period ({} of them still queued: a backlog, \
+             try more --consumers or a longer --drain), {} duplicates, {} early",
+            report.lost,
+            report.still_queued.map_or("?".into(), |n| n.to_string()),
+            report.duplicates,
+            report.early
+        );
+    }
+    Ok(())
+}
+
+/// Waits until every enqueued message was delivered or `drain` after the
+/// last due time (never past `hard_end`); true when a time bound ended it.
+async fn drain(shared: &Shared, hard_end: Instant, drain: Duration) -> bool {
+    let last_due_ms = shared.tally().last_due_ms;
+    let until_due = Duration::from_millis(last_due_ms.saturating_sub(now_ms()));
+    let deadline = (Instant::now() + until_due + drain).min(hard_end);
+    loop {
+        if shared.tally().complete() {
+            return !shared.all_claimed();
+        }
+        tokio::select! {
+            () = shared.delivered.notified() => {}
+            () = tokio::time::sleep_until(deadline) => return true,
+        }
+    }
+}
+
+fn progress_bar(json: bool, messages: u64) -> ProgressBar {
+    if json || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(messages);
+    let template = "{elapsed_precise} [{bar:40}] {pos}/{len} delivered, {msg}";
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+fn build_report(
+    args: &BenchArgs,
+    shared: &Shared,
+    queue: String,
+    start: Instant,
+    start_ms: u64,
+    enqueue_seconds: f64,
+    timed_out: bool,
+) -> Report {
+    let tally = shared.tally();
+    let delivery_seconds = tally.last_received_ms.saturating_sub(start_ms) as f64 / 1000.0;
+    let rate = |count: u64, seconds: f64| {
+        if seconds > 0.0 {
+            count as f64 / seconds
+        } else {
+            0.0
+        }
+    };
+    Report {
+        queue,
+        producers: args.producers,
+        consumers: args.consumers,
+        messages: args.messages,
+        enqueued: tally.enqueued_count,
+        enqueue_errors: tally.enqueue_errors,
+        delivered: tally.delivered_unique,
+        lost: tally.lost(),
+        still_queued: None,
+        duplicates: tally.duplicates,
+        redeliveries: tally.redeliveries,
+        early: tally.early,
+        foreign: tally.foreign,
+        lease_errors: tally.lease_errors,
+        ack_errors: tally.ack_errors,
+        timed_out,
+        enqueue_seconds,
+        enqueue_per_second: rate(tally.enqueued_count, enqueue_seconds),
+        delivery_seconds,
+        delivery_per_second: rate(tally.delivered_unique, delivery_seconds),
+        elapsed_seconds: start.elapsed().as_secs_f64(),
+        lateness_ms: tally.lateness(),
+    }
+}
+
+fn print_report(report: &Report, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(report)?);
+    } else {
+        print!("{}", report.table());
+    }
+    Ok(())
+}

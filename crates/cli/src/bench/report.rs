@@ -1,0 +1,117 @@
+//! The bench's result: one JSON object with `--json`, else a table.
+
+use serde::Serialize;
+
+/// Lateness = receive time - `deliver_at`, in milliseconds, over all
+/// deliveries that were not early.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Lateness {
+    pub samples: u64,
+    pub p50: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+    pub mean: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub queue: String,
+    pub producers: u32,
+    pub consumers: u32,
+    /// `--messages`: how many the run tried to enqueue.
+    pub messages: u64,
+    pub enqueued: u64,
+    pub enqueue_errors: u64,
+    /// Distinct messages delivered.
+    pub delivered: u64,
+    /// Enqueued but never delivered by the end of the drain period.
+    pub lost: u64,
+    /// Scheduled or ready messages left in the queue at the end (`null`
+    /// when the queue could not be read): the part of `lost` that is a
+    /// backlog (consumers too slow, drain too short) rather than gone.
+    pub still_queued: Option<u64>,
+    /// A first delivery (attempt 1) seen more than once.
+    pub duplicates: u64,
+    /// Deliveries with attempt > 1.
+    pub redeliveries: u64,
+    /// Received before `deliver_at`; must be 0.
+    pub early: u64,
+    /// Deliveries that were not this run's messages.
+    pub foreign: u64,
+    pub lease_errors: u64,
+    pub ack_errors: u64,
+    /// Whether the run stopped at a time bound rather than because every
+    /// message was enqueued and delivered.
+    pub timed_out: bool,
+    pub enqueue_seconds: f64,
+    pub enqueue_per_second: f64,
+    pub delivery_seconds: f64,
+    pub delivery_per_second: f64,
+    pub elapsed_seconds: f64,
+    pub lateness_ms: Lateness,
+}
+
+impl Report {
+    /// Whether the server kept its promises in this run.
+    pub fn clean(&self) -> bool {
+        self.lost == 0 && self.duplicates == 0 && self.early == 0
+    }
+
+    pub fn table(&self) -> String {
+        let l = &self.lateness_ms;
+        let rows: Vec<(&str, String)> = vec![
+            ("queue", self.queue.clone()),
+            (
+                "producers / consumers",
+                format!("{} / {}", self.producers, self.consumers),
+            ),
+            (
+                "enqueued",
+                format!(
+                    "{} of {} ({} errors)",
+                    self.enqueued, self.messages, self.enqueue_errors
+                ),
+            ),
+            (
+                "enqueue rate",
+                format!(
+                    "{:.0} msg/s over {:.2}s",
+                    self.enqueue_per_second, self.enqueue_seconds
+                ),
+            ),
+            ("delivered", self.delivered.to_string()),
+            (
+                "delivery rate",
+                format!(
+                    "{:.0} msg/s over {:.2}s",
+                    self.delivery_per_second, self.delivery_seconds
+                ),
+            ),
+            ("lateness p50 / p99", format!("{} / {} ms", l.p50, l.p99)),
+            ("lateness p999 / max", format!("{} / {} ms", l.p999, l.max)),
+            ("early", self.early.to_string()),
+            ("lost", self.lost.to_string()),
+            (
+                "still queued at the end",
+                self.still_queued.map_or("?".into(), |n| n.to_string()),
+            ),
+            ("duplicates", self.duplicates.to_string()),
+            ("redeliveries", self.redeliveries.to_string()),
+            (
+                "lease / ack errors",
+                format!("{} / {}", self.lease_errors, self.ack_errors),
+            ),
+            ("foreign messages", self.foreign.to_string()),
+            (
+                "stopped by time bound",
+                if self.timed_out { "yes" } else { "no" }.to_owned(),
+            ),
+            ("elapsed", format!("{:.2}s", self.elapsed_seconds)),
+        ];
+        let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+        rows.iter()
+            .map(|(k, v)| format!("{k:<width$}  {v}\n"))
+            .collect()
+    }
+}

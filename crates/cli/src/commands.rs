@@ -1,0 +1,344 @@
+//! The people-facing subcommands: put, get, ack, nack, cancel, queues, stats.
+//! Each prints text for a person, or with `--json` one JSON document on
+//! stdout (diagnostics go to stderr, so stdout stays parseable).
+
+use std::io::{IsTerminal, Read};
+use std::time::{Duration, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use clap::Args;
+use delayd_client::{LeaseOptions, Leased, NewMessage, Payload, Queue};
+use serde_json::json;
+
+use crate::duration::{millis, parse_at, parse_duration};
+use crate::{Connection, UsageError};
+
+#[derive(Debug, Args)]
+pub struct PutArgs {
+    #[command(flatten)]
+    conn: Connection,
+    /// Queue to enqueue to (created with defaults when it does not exist).
+    queue: String,
+    /// Deliver after this long (e.g. 30s, 48h).
+    #[arg(long, value_parser = parse_duration, conflicts_with = "at")]
+    delay: Option<Duration>,
+    /// Deliver at this time: RFC 3339 (2030-01-02T03:04:05Z) or epoch ms.
+    #[arg(long, value_parser = parse_at)]
+    at: Option<u64>,
+    /// Idempotency key: enqueueing a live id again changes nothing.
+    #[arg(long)]
+    id: Option<String>,
+    /// Lower is delivered first (default 1024).
+    #[arg(long)]
+    priority: Option<u32>,
+    /// A message header, `name=value` (repeatable).
+    #[arg(long = "header", value_parser = parse_header)]
+    headers: Vec<(String, String)>,
+    /// The payload; `-` or absent reads stdin (when it is not a terminal).
+    data: Option<String>,
+}
+
+fn parse_header(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => Err(format!("invalid header {text:?}: expected name=value")),
+    }
+}
+
+/// DATA from the argument, else stdin; a terminal on stdin is a mistake
+/// (the user would be left staring at a silent prompt).
+fn read_payload(data: Option<String>) -> anyhow::Result<Payload> {
+    match data.as_deref() {
+        Some("-") | None => {
+            let mut stdin = std::io::stdin();
+            if stdin.is_terminal() {
+                return Err(UsageError(
+                    "no DATA given and stdin is a terminal; pass DATA, or pipe it in with -".into(),
+                )
+                .into());
+            }
+            let mut bytes = Vec::new();
+            stdin
+                .read_to_end(&mut bytes)
+                .context("reading the payload from stdin")?;
+            Ok(Payload::from_bytes(bytes))
+        }
+        Some(_) => Ok(Payload::Text(data.unwrap_or_default())),
+    }
+}
+
+pub async fn put(args: PutArgs) -> anyhow::Result<()> {
+    let client = args.conn.client()?;
+    let mut message = NewMessage::new(read_payload(args.data)?);
+    message.id = args.id;
+    message.delay_ms = args.delay.map(millis);
+    message.deliver_at = args.at;
+    message.priority = args.priority;
+    message.headers = args.headers.into_iter().collect();
+    let done = client.enqueue(&args.queue, &message).await?;
+    if args.conn.json {
+        println!("{}", serde_json::to_string(&done)?);
+    } else {
+        let what = if done.created {
+            "enqueued"
+        } else {
+            "already live (unchanged)"
+        };
+        println!(
+            "{what}: id {} seq {} deliver_at {}",
+            done.id,
+            done.seq,
+            format_time(done.deliver_at)
+        );
+    }
+    Ok(())
+}
+
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    #[command(flatten)]
+    conn: Connection,
+    queue: String,
+    /// Wait up to this long for a message (at most 60s).
+    #[arg(long, value_parser = parse_duration, default_value = "0s")]
+    wait: Duration,
+    /// Receive at most this many messages (1..1000).
+    #[arg(long, default_value_t = 1)]
+    max: u32,
+    /// Lease length (default: the queue's).
+    #[arg(long, value_parser = parse_duration)]
+    lease: Option<Duration>,
+    /// Acknowledge each message after printing it.
+    #[arg(long)]
+    ack: bool,
+}
+
+pub async fn get(args: GetArgs) -> anyhow::Result<()> {
+    let client = args.conn.client()?;
+    let options = LeaseOptions {
+        max: args.max,
+        wait_ms: millis(args.wait),
+        lease_ms: args.lease.map(millis),
+    };
+    let messages = client.lease(&args.queue, options).await?;
+    if args.conn.json {
+        println!(
+            "{}",
+            serde_json::to_string(&json!({ "messages": messages }))?
+        );
+    } else if messages.is_empty() {
+        eprintln!("no message ready in {}", args.queue);
+    } else {
+        messages.iter().for_each(print_delivery);
+    }
+    if args.ack {
+        for message in &messages {
+            client
+                .ack(&args.queue, &message.id, &message.lease_id)
+                .await
+                .with_context(|| format!("acking {}", message.id))?;
+        }
+    }
+    Ok(())
+}
+
+fn print_delivery(message: &Leased) {
+    println!(
+        "id {}  lease_id {}  attempt {}  deliver_at {}",
+        message.id,
+        message.lease_id,
+        message.attempt,
+        format_time(message.deliver_at)
+    );
+    match &message.payload {
+        Payload::Text(text) => println!("{text}"),
+        Payload::Binary(bytes) => {
+            println!(
+                "(binary, base64) {}",
+                delayd_client::wire::encode_base64(bytes)
+            )
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct AckArgs {
+    #[command(flatten)]
+    conn: Connection,
+    queue: String,
+    id: String,
+    lease_id: String,
+}
+
+pub async fn ack(args: AckArgs) -> anyhow::Result<()> {
+    let client = args.conn.client()?;
+    client.ack(&args.queue, &args.id, &args.lease_id).await?;
+    report_done(&args.conn, "acked", &args.id)
+}
+
+#[derive(Debug, Args)]
+pub struct NackArgs {
+    #[command(flatten)]
+    conn: Connection,
+    queue: String,
+    id: String,
+    lease_id: String,
+    /// Deliver again after this long (default: the queue's retry backoff).
+    #[arg(long, value_parser = parse_duration)]
+    delay: Option<Duration>,
+}
+
+pub async fn nack(args: NackArgs) -> anyhow::Result<()> {
+    let client = args.conn.client()?;
+    let delay = args.delay.map(millis);
+    client
+        .nack(&args.queue, &args.id, &args.lease_id, delay)
+        .await?;
+    report_done(&args.conn, "nacked", &args.id)
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    #[command(flatten)]
+    conn: Connection,
+    queue: String,
+    id: String,
+}
+
+pub async fn cancel(args: CancelArgs) -> anyhow::Result<()> {
+    let client = args.conn.client()?;
+    client.cancel(&args.queue, &args.id).await?;
+    report_done(&args.conn, "cancelled", &args.id)
+}
+
+fn report_done(conn: &Connection, what: &str, id: &str) -> anyhow::Result<()> {
+    if conn.json {
+        println!(
+            "{}",
+            serde_json::to_string(&json!({ "id": id, what: true }))?
+        );
+    } else {
+        println!("{what} {id}");
+    }
+    Ok(())
+}
+
+#[derive(Debug, Args)]
+pub struct QueuesArgs {
+    #[command(flatten)]
+    conn: Connection,
+}
+
+pub async fn queues(args: QueuesArgs) -> anyhow::Result<()> {
+    let queues = args.conn.client()?.list_queues().await?;
+    if args.conn.json {
+        println!("{}", serde_json::to_string(&json!({ "queues": queues }))?);
+    } else {
+        print!("{}", queue_table(&queues));
+    }
+    Ok(())
+}
+
+/// name, scheduled, ready, leased, dead, paused; columns as wide as their
+/// widest cell.
+fn queue_table(queues: &[Queue]) -> String {
+    let header = ["NAME", "SCHEDULED", "READY", "LEASED", "DEAD", "PAUSED"].map(String::from);
+    let rows: Vec<[String; 6]> = queues
+        .iter()
+        .map(|q| {
+            let s = q.stats;
+            [
+                q.name.clone(),
+                s.scheduled.to_string(),
+                s.ready.to_string(),
+                s.leased.to_string(),
+                s.dead.to_string(),
+                if q.paused { "yes" } else { "no" }.to_owned(),
+            ]
+        })
+        .collect();
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.len());
+        }
+    }
+    let mut out = String::new();
+    for row in std::iter::once(&header).chain(&rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .enumerate()
+            .map(|(i, (cell, w))| {
+                if i == 0 {
+                    format!("{cell:<w$}")
+                } else {
+                    format!("{cell:>w$}")
+                }
+            })
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    conn: Connection,
+    queue: String,
+}
+
+pub async fn stats(args: StatsArgs) -> anyhow::Result<()> {
+    let queue = args.conn.client()?.get_queue(&args.queue).await?;
+    if args.conn.json {
+        println!("{}", serde_json::to_string(&queue)?);
+        return Ok(());
+    }
+    let (c, s) = (&queue.config, queue.stats);
+    println!("queue      {}", queue.name);
+    println!("paused     {}", if queue.paused { "yes" } else { "no" });
+    println!(
+        "scheduled  {}\nready      {}\nleased     {}\ndead       {}",
+        s.scheduled, s.ready, s.leased, s.dead
+    );
+    println!(
+        "lease      {}ms\nattempts   {} max",
+        c.lease_ms, c.max_attempts
+    );
+    println!(
+        "retry      {}ms x{} up to {}ms",
+        c.retry.initial_ms, c.retry.multiplier, c.retry.max_ms
+    );
+    if let Some(push) = &c.push {
+        println!(
+            "push       {} (timeout {}ms, concurrency {})",
+            push.url, push.timeout_ms, push.concurrency
+        );
+    }
+    Ok(())
+}
+
+/// Epoch ms as RFC 3339 UTC with milliseconds.
+pub fn format_time(epoch_ms: u64) -> String {
+    let time = UNIX_EPOCH + Duration::from_millis(epoch_ms);
+    humantime::format_rfc3339_millis(time).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_parse() {
+        assert_eq!(parse_header("a=b=c"), Ok(("a".into(), "b=c".into())));
+        assert!(parse_header("=x").is_err());
+        assert!(parse_header("novalue").is_err());
+    }
+
+    #[test]
+    fn time_formats() {
+        assert_eq!(format_time(1_500), "1970-01-01T00:00:01.500Z");
+    }
+}

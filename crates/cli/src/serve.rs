@@ -1,0 +1,147 @@
+//! `delayd serve`: opens the configured broker and runs every frontend on
+//! it (HTTP API with the dashboard, beanstalkd listener, push dispatcher)
+//! until SIGTERM or SIGINT.
+//!
+//! Start-up order: the broker first (every frontend needs it), then the
+//! beanstalkd listener (test harnesses connect ~100 ms after spawning the
+//! process), then push and HTTP. Shutdown order: one token stops the push
+//! dispatcher and the beanstalkd listener (which releases reserved jobs)
+//! while the HTTP server drains; the broker is shut down last, which makes
+//! everything acknowledged durable.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use delayd_core::Broker;
+use delayd_server::config::{DurabilitySetting, ServeArgs, ServeConfig, StoreConfig};
+use tokio_util::sync::CancellationToken;
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let config = delayd_server::config::resolve_from_process(&args)?;
+    // Bind before opening the store: beanstalkd clients may connect within
+    // ~50 ms of start and wait in the kernel's accept backlog meanwhile.
+    let beanstalk_listener = match config.beanstalk {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen for beanstalkd clients on {addr}"))?,
+        ),
+        None => None,
+    };
+    let broker = open_broker(&config).await?;
+    let stop = CancellationToken::new();
+
+    let beanstalk = match beanstalk_listener {
+        Some(listener) => {
+            let server = delayd_beanstalk::BeanstalkServer::from_listener(
+                listener,
+                broker.clone(),
+                delayd_beanstalk::BeanstalkConfig::default(),
+                Arc::new(delayd_core::SystemClock),
+            )?;
+            tracing::info!(bound = %server.local_addr(), "beanstalkd protocol listening");
+            let handle = server.handle();
+            let stopped = stop.clone();
+            Some((
+                handle,
+                tokio::spawn(server.run(async move { stopped.cancelled().await })),
+            ))
+        }
+        None => None,
+    };
+
+    let policy =
+        delayd_push::PushPolicy::new(&config.push_allow).context("invalid --push-allow entry")?;
+    let push = delayd_push::PushDispatcher::try_start(
+        broker.clone(),
+        Arc::new(policy),
+        delayd_push::PushOptions::default(),
+        stop.clone(),
+    )?;
+
+    let signals = tokio::spawn(watch_signals(
+        stop.clone(),
+        beanstalk.as_ref().map(|(handle, _)| handle.clone()),
+    ));
+
+    let listener = tokio::net::TcpListener::bind(config.http)
+        .await
+        .with_context(|| format!("cannot listen for HTTP on {}", config.http))?;
+    tracing::info!(bound = %listener.local_addr()?, "HTTP API listening");
+    let stopped = stop.clone();
+    let served = delayd_server::serve_until(listener, broker, config.options, async move {
+        stopped.cancelled().await
+    })
+    .await;
+
+    stop.cancel();
+    signals.abort();
+    push.join().await;
+    if let Some((_, task)) = beanstalk {
+        task.await.context("beanstalkd listener task failed")?;
+    }
+    served?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn Broker>> {
+    Ok(match &config.store {
+        StoreConfig::Local {
+            data_dir,
+            durability,
+        } => {
+            let mut local = delayd_local::LocalConfig::new(data_dir);
+            local.durability = match durability {
+                DurabilitySetting::Always => delayd_local::Durability::Always,
+                DurabilitySetting::Interval(every) => delayd_local::Durability::Interval(*every),
+                DurabilitySetting::Never => delayd_local::Durability::Never,
+            };
+            if let Some(horizon) = config.horizon {
+                local.horizon_ms = horizon.as_millis().try_into().unwrap_or(u64::MAX);
+            }
+            let broker = delayd_local::LocalBroker::open(local)
+                .await
+                .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
+            tracing::info!(data = %data_dir.display(), report = ?broker.recovery_report(), "store open");
+            Arc::new(broker)
+        }
+        StoreConfig::Redis { urls } => {
+            let mut redis = delayd_redis::RedisConfig::new("");
+            redis.urls = urls.clone();
+            let broker = delayd_redis::RedisBroker::connect(redis)
+                .await
+                .with_context(|| format!("cannot connect to Redis at {}", urls.join(",")))?;
+            tracing::info!(redis = %urls.join(","), "connected to Redis");
+            Arc::new(broker)
+        }
+    })
+}
+
+/// SIGTERM/SIGINT stop the server; SIGUSR1 puts the beanstalkd listener in
+/// drain mode (beanstalkd's behaviour: `put` answers `DRAINING`).
+async fn watch_signals(
+    stop: CancellationToken,
+    beanstalk: Option<delayd_beanstalk::BeanstalkHandle>,
+) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut usr1)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::user_defined1()),
+    ) else {
+        tracing::error!("cannot install signal handlers; stop the server with SIGKILL");
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => { tracing::info!("SIGTERM received, shutting down"); break; }
+            _ = int.recv() => { tracing::info!("SIGINT received, shutting down"); break; }
+            _ = usr1.recv() => {
+                tracing::info!("SIGUSR1 received, beanstalkd listener draining");
+                if let Some(handle) = &beanstalk { handle.drain(); }
+            }
+        }
+    }
+    stop.cancel();
+}

@@ -1,0 +1,300 @@
+//! Conversions between core types and wire types for [`super::HttpBroker`],
+//! and the mapping of API error codes back to `BrokerError` variants.
+
+use delayd_core::{
+    BrokerError, BrokerResult, Delivery, EnqueueOutcome, EnqueueRequest, LeaseId, Message,
+    MessageCounters, MessageId, MessageState, PushConfig, QueueConfig, QueueConfigPatch, QueueInfo,
+    QueueName, QueueStats, RetryPolicy, Schedule,
+};
+
+use crate::error::ClientError;
+use crate::wire::{self, ErrorDetail, NewMessage, Payload};
+
+pub(super) fn not_available(what: &str) -> BrokerError {
+    BrokerError::InvalidArgument(format!("not available over HTTP: {what}"))
+}
+
+/// What the failing call was about: the API's error body carries only a
+/// code and text, so the typed fields of `BrokerError` come from here.
+#[derive(Default)]
+pub(super) struct Subject<'a> {
+    queue: Option<&'a QueueName>,
+    id: Option<&'a MessageId>,
+    lease: Option<&'a LeaseId>,
+}
+
+impl<'a> Subject<'a> {
+    pub(super) fn queue(queue: &'a QueueName) -> Self {
+        Self {
+            queue: Some(queue),
+            ..Self::default()
+        }
+    }
+
+    pub(super) fn message(queue: &'a QueueName, id: &'a MessageId) -> Self {
+        Self {
+            queue: Some(queue),
+            id: Some(id),
+            lease: None,
+        }
+    }
+
+    pub(super) fn lease(queue: &'a QueueName, id: &'a MessageId, lease: &'a LeaseId) -> Self {
+        Self {
+            queue: Some(queue),
+            id: Some(id),
+            lease: Some(lease),
+        }
+    }
+
+    pub(super) fn map(&self, err: ClientError) -> BrokerError {
+        match err {
+            ClientError::Api { code, message, .. } => self.error_for_code(&code, message),
+            // A request that timed out may have been applied by the server.
+            ClientError::Unreachable { ref source, .. } => BrokerError::Unavailable {
+                reason: err.to_string(),
+                maybe_applied: !source.is_connect(),
+            },
+            ClientError::Transport { .. } => BrokerError::Unavailable {
+                reason: err.to_string(),
+                maybe_applied: true,
+            },
+            ClientError::Decode { .. } | ClientError::InvalidUrl(_) => {
+                BrokerError::unavailable(err.to_string())
+            }
+        }
+    }
+
+    pub(super) fn error_for_code(&self, code: &str, message: String) -> BrokerError {
+        let placeholder_id = || MessageId::new("unknown").ok();
+        match (code, self.queue, self.id.cloned().or_else(placeholder_id)) {
+            ("queue_not_found", Some(queue), _) => BrokerError::QueueNotFound(queue.clone()),
+            ("message_not_found", Some(queue), Some(id)) => BrokerError::MessageNotFound {
+                queue: queue.clone(),
+                id,
+            },
+            ("lease_mismatch", _, Some(id)) => BrokerError::LeaseMismatch {
+                id,
+                lease: self.lease.map(|l| l.to_string()).unwrap_or_default(),
+            },
+            ("invalid_state", _, Some(id)) => BrokerError::InvalidState {
+                id,
+                state: state_in_message(&message),
+                reason: "refused by the server",
+            },
+            ("unavailable", _, _) => BrokerError::unavailable(message),
+            _ => BrokerError::InvalidArgument(message),
+        }
+    }
+}
+
+/// The server words `invalid_state` errors as core's `Display` does
+/// ("message X is leased: ..."); the state is read back from that text.
+pub(super) fn state_in_message(message: &str) -> MessageState {
+    let states = [
+        MessageState::Scheduled,
+        MessageState::Ready,
+        MessageState::Dead,
+        MessageState::Leased,
+    ];
+    states
+        .into_iter()
+        .find(|state| message.contains(&format!(" is {}", state.as_str())))
+        .unwrap_or(MessageState::Leased)
+}
+
+pub(super) fn wire_error(
+    detail: ErrorDetail,
+    queue: &QueueName,
+    id: Option<&MessageId>,
+) -> BrokerError {
+    let subject = Subject {
+        queue: Some(queue),
+        id,
+        lease: None,
+    };
+    subject.error_for_code(&detail.code, detail.message)
+}
+
+pub(super) fn parse_state(state: &str) -> BrokerResult<MessageState> {
+    match state {
+        "scheduled" => Ok(MessageState::Scheduled),
+        "ready" => Ok(MessageState::Ready),
+        "leased" => Ok(MessageState::Leased),
+        "dead" => Ok(MessageState::Dead),
+        other => Err(BrokerError::unavailable(format!(
+            "server sent unknown message state {other:?}"
+        ))),
+    }
+}
+
+pub(super) fn decode_err(err: BrokerError) -> BrokerError {
+    BrokerError::unavailable(format!("server sent an invalid name or id: {err}"))
+}
+
+pub(super) fn to_message(view: wire::MessageView) -> BrokerResult<Message> {
+    Ok(Message {
+        queue: QueueName::new(view.queue).map_err(decode_err)?,
+        id: MessageId::new(view.id).map_err(decode_err)?,
+        seq: view.seq,
+        state: parse_state(&view.state)?,
+        deliver_at: view.deliver_at,
+        enqueued_at: view.enqueued_at,
+        priority: view.priority,
+        attempts: view.attempts,
+        // Not on the wire in api.md v1.
+        max_attempts: None,
+        lease_ms: None,
+        lease_until: None,
+        died_at: None,
+        counters: MessageCounters::default(),
+        headers: view.headers,
+        payload: view.payload.into_bytes(),
+    })
+}
+
+pub(super) fn to_delivery(queue: &QueueName, leased: wire::Leased) -> BrokerResult<Delivery> {
+    Ok(Delivery {
+        queue: queue.clone(),
+        id: MessageId::new(leased.id).map_err(decode_err)?,
+        seq: leased.seq,
+        lease_id: LeaseId(leased.lease_id),
+        lease_until: leased.lease_until,
+        attempt: leased.attempt,
+        deliver_at: leased.deliver_at,
+        priority: leased.priority,
+        headers: leased.headers,
+        payload: leased.payload.into_bytes(),
+    })
+}
+
+pub(super) fn to_queue_info(queue: wire::Queue) -> BrokerResult<QueueInfo> {
+    let config = queue.config;
+    Ok(QueueInfo {
+        name: QueueName::new(queue.name).map_err(decode_err)?,
+        config: QueueConfig {
+            lease_ms: config.lease_ms,
+            max_attempts: config.max_attempts,
+            retry: RetryPolicy {
+                initial_ms: config.retry.initial_ms,
+                max_ms: config.retry.max_ms,
+                multiplier: config.retry.multiplier,
+            },
+            // The secret never comes back over the API.
+            push: config.push.map(|push| PushConfig {
+                url: push.url,
+                timeout_ms: push.timeout_ms,
+                concurrency: push.concurrency,
+                secret: None,
+            }),
+        },
+        paused: queue.paused,
+        paused_until: queue.paused_until,
+        stats: QueueStats {
+            scheduled: queue.stats.scheduled,
+            ready: queue.stats.ready,
+            leased: queue.stats.leased,
+            dead: queue.stats.dead,
+            ready_urgent: 0,
+        },
+    })
+}
+
+pub(super) fn to_put_body(patch: QueueConfigPatch) -> wire::QueuePut {
+    wire::QueuePut {
+        lease_ms: patch.lease_ms,
+        max_attempts: patch.max_attempts,
+        retry: patch.retry.map(|retry| wire::Retry {
+            initial_ms: retry.initial_ms,
+            max_ms: retry.max_ms,
+            multiplier: retry.multiplier,
+        }),
+        push: patch.push.map(|push| {
+            push.map(|push| wire::PushSpec {
+                url: push.url,
+                timeout_ms: Some(push.timeout_ms),
+                concurrency: Some(push.concurrency),
+                secret: push.secret,
+            })
+        }),
+    }
+}
+
+pub(super) fn to_new_message(request: EnqueueRequest) -> BrokerResult<NewMessage> {
+    if request.lease_ms.is_some() {
+        return Err(not_available("per-message lease_ms"));
+    }
+    let (delay_ms, deliver_at) = schedule_fields(request.schedule);
+    Ok(NewMessage {
+        payload: Payload::from_bytes(request.payload),
+        id: request.id.map(String::from),
+        delay_ms,
+        deliver_at,
+        priority: request.priority,
+        headers: request.headers,
+        max_attempts: request.max_attempts,
+    })
+}
+
+/// `Schedule::Now` is sent as no field at all ("deliver now").
+pub(super) fn schedule_fields(schedule: Schedule) -> (Option<u64>, Option<u64>) {
+    match schedule {
+        Schedule::Now => (None, None),
+        Schedule::Delay(ms) => (Some(ms), None),
+        Schedule::At(at) => (None, Some(at)),
+    }
+}
+
+pub(super) fn to_outcome(done: wire::Enqueued) -> BrokerResult<EnqueueOutcome> {
+    Ok(EnqueueOutcome {
+        id: MessageId::new(done.id).map_err(decode_err)?,
+        seq: done.seq,
+        deliver_at: done.deliver_at,
+        created: done.created,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_map_back_to_broker_errors() {
+        let queue = QueueName::new("q").unwrap();
+        let id = MessageId::new("m").unwrap();
+        let lease = LeaseId("l".into());
+        let subject = Subject::lease(&queue, &id, &lease);
+        let api = |code: &str, message: &str| ClientError::Api {
+            status: 409,
+            code: code.into(),
+            message: message.into(),
+        };
+        assert!(matches!(
+            subject.map(api("lease_mismatch", "x")),
+            BrokerError::LeaseMismatch { lease, .. } if lease == "l"
+        ));
+        assert!(matches!(
+            subject.map(api("invalid_state", "message m is dead: cannot reschedule")),
+            BrokerError::InvalidState {
+                state: MessageState::Dead,
+                ..
+            }
+        ));
+        assert!(matches!(
+            subject.map(api("message_not_found", "x")),
+            BrokerError::MessageNotFound { .. }
+        ));
+        assert!(matches!(
+            subject.map(api("queue_not_found", "x")),
+            BrokerError::QueueNotFound(_)
+        ));
+        assert!(matches!(
+            subject.map(api("payload_too_large", "x")),
+            BrokerError::InvalidArgument(_)
+        ));
+        assert!(matches!(
+            subject.map(api("unavailable", "x")),
+            BrokerError::Unavailable { .. }
+        ));
+    }
+}

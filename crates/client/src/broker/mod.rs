@@ -1,0 +1,349 @@
+//! [`HttpBroker`]: the `delayd_core::Broker` trait over the HTTP API, so the
+//! conformance suite can hold the whole stack (server, wire, broker) to the
+//! same rules as a broker called directly.
+//!
+//! api.md exposes only part of the trait. The rest (`get_by_seq`,
+//! `lease_message`, `bury`, multi-queue leases, timed pauses, listing states
+//! other than `dead`, `Redrive::Oldest`, per-message `lease_ms`, nack with a
+//! priority or that may not kill) answers
+//! `InvalidArgument("not available over HTTP: ...")`.
+//!
+//! Enqueue without auto-create is emulated by checking that the queue
+//! exists first; a queue deleted between the check and the enqueue is then
+//! created after all. Tests and tools accept that race; a server started
+//! with `--no-auto-create` has none.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use delayd_core::{
+    Broker, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest,
+    LeaseId, LeaseRequest, ListQuery, Message, MessageId, MessageState, Nack, QueueConfigPatch,
+    QueueInfo, QueueName, Redrive, Reschedule, Schedule, Upsert,
+};
+
+use crate::client::Client;
+use crate::wire::{self, LeaseOptions};
+
+mod convert;
+
+use convert::{
+    not_available, schedule_fields, to_delivery, to_message, to_new_message, to_outcome,
+    to_put_body, to_queue_info, wire_error, Subject,
+};
+
+/// api.md's maximum batch size; bigger enqueues are split.
+const MAX_BATCH: usize = 1000;
+
+/// What [`Broker::shutdown`] does for an [`HttpBroker`]; see
+/// [`HttpBroker::on_shutdown`].
+pub type ShutdownHook =
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = BrokerResult<()>> + Send>> + Send + Sync>;
+
+/// A [`Broker`] that forwards every call to a delayd server.
+#[derive(Clone)]
+pub struct HttpBroker {
+    client: Client,
+    shutdown: Option<ShutdownHook>,
+}
+
+impl fmt::Debug for HttpBroker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpBroker")
+            .field("client", &self.client)
+            .field("shutdown_hook", &self.shutdown.is_some())
+            .finish()
+    }
+}
+
+impl HttpBroker {
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            shutdown: None,
+        }
+    }
+
+    /// A client cannot stop a server, so [`Broker::shutdown`] does nothing
+    /// by default; whoever owns the server (a test running it in-process)
+    /// can make it stop the server's broker instead.
+    pub fn on_shutdown(mut self, hook: ShutdownHook) -> Self {
+        self.shutdown = Some(hook);
+        self
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+impl HttpBroker {
+    /// One batch request (at most [`MAX_BATCH`] items) and its results.
+    async fn enqueue_chunk(
+        &self,
+        queue: &QueueName,
+        chunk: Vec<EnqueueRequest>,
+    ) -> BrokerResult<Vec<BrokerResult<EnqueueOutcome>>> {
+        let ids: Vec<Option<MessageId>> = chunk.iter().map(|r| r.id.clone()).collect();
+        let mut results: Vec<Option<BrokerResult<EnqueueOutcome>>> = Vec::new();
+        let mut to_send = Vec::new();
+        for request in chunk {
+            match to_new_message(request) {
+                Ok(message) => {
+                    results.push(None);
+                    to_send.push(message);
+                }
+                Err(err) => results.push(Some(Err(err))),
+            }
+        }
+        let mut answers = if to_send.is_empty() {
+            Vec::new()
+        } else {
+            self.client
+                .enqueue_batch(queue.as_str(), &to_send)
+                .await
+                .map_err(|err| Subject::queue(queue).map(err))?
+        }
+        .into_iter();
+        let mut out = Vec::with_capacity(results.len());
+        for (slot, id) in results.into_iter().zip(ids) {
+            let result = match slot {
+                Some(local) => local,
+                None => match answers.next() {
+                    Some(Ok(done)) => to_outcome(done),
+                    Some(Err(detail)) => Err(wire_error(detail, queue, id.as_ref())),
+                    None => Err(BrokerError::unavailable("batch answer has too few results")),
+                },
+            };
+            out.push(result);
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl Broker for HttpBroker {
+    async fn put_queue(
+        &self,
+        queue: &QueueName,
+        patch: QueueConfigPatch,
+    ) -> BrokerResult<(Upsert, QueueInfo)> {
+        let put = self
+            .client
+            .put_queue(queue.as_str(), &to_put_body(patch))
+            .await
+            .map_err(|err| Subject::queue(queue).map(err))?;
+        let upsert = if put.created {
+            Upsert::Created
+        } else {
+            Upsert::Updated
+        };
+        Ok((upsert, to_queue_info(put.queue)?))
+    }
+
+    async fn get_queue(&self, queue: &QueueName) -> BrokerResult<QueueInfo> {
+        let view = self.client.get_queue(queue.as_str()).await;
+        to_queue_info(view.map_err(|err| Subject::queue(queue).map(err))?)
+    }
+
+    async fn list_queues(&self) -> BrokerResult<Vec<QueueInfo>> {
+        let queues = self.client.list_queues().await;
+        let queues = queues.map_err(|err| Subject::default().map(err))?;
+        queues.into_iter().map(to_queue_info).collect()
+    }
+
+    async fn delete_queue(&self, queue: &QueueName) -> BrokerResult<()> {
+        let done = self.client.delete_queue(queue.as_str()).await;
+        done.map_err(|err| Subject::queue(queue).map(err))
+    }
+
+    async fn pause(&self, queue: &QueueName, until: Option<u64>) -> BrokerResult<QueueInfo> {
+        if until.is_some() {
+            return Err(not_available("timed pause"));
+        }
+        let view = self.client.pause(queue.as_str()).await;
+        to_queue_info(view.map_err(|err| Subject::queue(queue).map(err))?)
+    }
+
+    async fn resume(&self, queue: &QueueName) -> BrokerResult<QueueInfo> {
+        let view = self.client.resume(queue.as_str()).await;
+        to_queue_info(view.map_err(|err| Subject::queue(queue).map(err))?)
+    }
+
+    async fn enqueue(
+        &self,
+        queue: &QueueName,
+        messages: Vec<EnqueueRequest>,
+        options: EnqueueOptions,
+    ) -> BrokerResult<Vec<BrokerResult<EnqueueOutcome>>> {
+        if !options.auto_create {
+            // The HTTP API's auto-create is a server option; emulate it.
+            self.get_queue(queue).await?;
+        }
+        let mut out = Vec::with_capacity(messages.len());
+        let mut rest = messages;
+        while !rest.is_empty() {
+            let tail = rest.split_off(rest.len().min(MAX_BATCH));
+            out.extend(self.enqueue_chunk(queue, rest).await?);
+            rest = tail;
+        }
+        Ok(out)
+    }
+
+    async fn get(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<Message> {
+        let view = self.client.get_message(queue.as_str(), id.as_str()).await;
+        to_message(view.map_err(|err| Subject::message(queue, id).map(err))?)
+    }
+
+    async fn get_by_seq(&self, _seq: u64) -> BrokerResult<Option<Message>> {
+        Err(not_available("get_by_seq"))
+    }
+
+    async fn cancel(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<()> {
+        let done = self.client.cancel(queue.as_str(), id.as_str()).await;
+        done.map_err(|err| Subject::message(queue, id).map(err))
+    }
+
+    async fn reschedule(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        change: Reschedule,
+    ) -> BrokerResult<Message> {
+        let (delay_ms, deliver_at) = match change.schedule {
+            // "Now" has no field of its own on the wire: a zero delay.
+            Some(Schedule::Now) => (Some(0), None),
+            Some(schedule) => schedule_fields(schedule),
+            None => (None, None),
+        };
+        let body = wire::Reschedule {
+            delay_ms,
+            deliver_at,
+            priority: change.priority,
+        };
+        let view = self
+            .client
+            .reschedule(queue.as_str(), id.as_str(), &body)
+            .await;
+        to_message(view.map_err(|err| Subject::message(queue, id).map(err))?)
+    }
+
+    async fn list(&self, queue: &QueueName, query: ListQuery) -> BrokerResult<Vec<Message>> {
+        if query.state != MessageState::Dead {
+            return Err(not_available("listing messages that are not dead"));
+        }
+        let after = query.after.as_ref().map(MessageId::as_str);
+        let views = self
+            .client
+            .dead(queue.as_str(), Some(query.limit), after)
+            .await
+            .map_err(|err| Subject::queue(queue).map(err))?;
+        views.into_iter().map(to_message).collect()
+    }
+
+    async fn lease(
+        &self,
+        queues: &[QueueName],
+        request: LeaseRequest,
+    ) -> BrokerResult<Vec<Delivery>> {
+        let [queue] = queues else {
+            return Err(not_available("leasing from several queues at once"));
+        };
+        let options = LeaseOptions {
+            max: request.max,
+            wait_ms: request.wait_ms,
+            lease_ms: request.lease_ms,
+        };
+        let leased = self
+            .client
+            .lease(queue.as_str(), options)
+            .await
+            .map_err(|err| Subject::queue(queue).map(err))?;
+        leased.into_iter().map(|l| to_delivery(queue, l)).collect()
+    }
+
+    async fn lease_message(
+        &self,
+        _queue: &QueueName,
+        _id: &MessageId,
+        _lease_ms: Option<u64>,
+    ) -> BrokerResult<Delivery> {
+        Err(not_available("leasing one specific message"))
+    }
+
+    async fn ack(&self, queue: &QueueName, id: &MessageId, lease: &LeaseId) -> BrokerResult<()> {
+        let done = self
+            .client
+            .ack(queue.as_str(), id.as_str(), lease.as_str())
+            .await;
+        done.map_err(|err| Subject::lease(queue, id, lease).map(err))
+    }
+
+    async fn nack(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+        nack: Nack,
+    ) -> BrokerResult<()> {
+        if nack.priority.is_some() || !nack.may_die {
+            return Err(not_available("nack with a priority or without dying"));
+        }
+        let done = self
+            .client
+            .nack(queue.as_str(), id.as_str(), lease.as_str(), nack.delay_ms)
+            .await;
+        done.map_err(|err| Subject::lease(queue, id, lease).map(err))
+    }
+
+    async fn bury(
+        &self,
+        _queue: &QueueName,
+        _id: &MessageId,
+        _lease: &LeaseId,
+        _priority: Option<u32>,
+    ) -> BrokerResult<()> {
+        Err(not_available("bury"))
+    }
+
+    async fn extend(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+        lease_ms: Option<u64>,
+    ) -> BrokerResult<u64> {
+        let done = self
+            .client
+            .extend(queue.as_str(), id.as_str(), lease.as_str(), lease_ms)
+            .await;
+        done.map_err(|err| Subject::lease(queue, id, lease).map(err))
+    }
+
+    async fn redrive(&self, queue: &QueueName, which: Redrive) -> BrokerResult<u64> {
+        let ids: Option<Vec<String>> = match which {
+            Redrive::All => None,
+            Redrive::Ids(ids) => Some(ids.into_iter().map(String::from).collect()),
+            Redrive::Oldest(_) => return Err(not_available("redrive of the n oldest")),
+        };
+        let done = self.client.redrive(queue.as_str(), ids.as_deref()).await;
+        done.map_err(|err| Subject::queue(queue).map(err))
+    }
+
+    async fn ready(&self) -> BrokerResult<()> {
+        let done = self.client.readyz().await;
+        done.map_err(|err| BrokerError::unavailable(err.to_string()))
+    }
+
+    /// Runs the hook set by [`HttpBroker::on_shutdown`], if any. Nothing is
+    /// buffered in the client, so there is nothing to flush.
+    async fn shutdown(&self) -> BrokerResult<()> {
+        match &self.shutdown {
+            Some(hook) => hook().await,
+            None => Ok(()),
+        }
+    }
+}

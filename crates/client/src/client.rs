@@ -1,0 +1,383 @@
+//! [`Client`]: one method per endpoint of api.md.
+
+use std::time::Duration;
+
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use url::Url;
+
+use crate::error::ClientError;
+use crate::wire::{
+    BatchBody, BatchItem, BatchResults, Enqueued, ErrorDetail, ExtendBody, Extended, LeaseOptions,
+    LeaseRef, Leased, LeasedList, MessageList, MessageView, NackBody, NewMessage, Queue, QueueList,
+    QueuePut, RedriveBody, Redriven, Reschedule,
+};
+
+/// Result of [`Client::put_queue`]: whether the `PUT` created the queue
+/// (201) or updated it (200), and the queue as it now is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PutQueue {
+    pub created: bool,
+    pub queue: Queue,
+}
+
+/// An async client of one delayd server. Cheap to clone (the connection
+/// pool is shared), so clone it into tasks rather than wrapping it in `Arc`.
+#[derive(Clone, Debug)]
+pub struct Client {
+    http: reqwest::Client,
+    base: Url,
+    token: Option<String>,
+    timeout: Duration,
+}
+
+impl Client {
+    /// Default time allowed for one request (a lease adds its `wait_ms`).
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// A client of the server at `base_url` (e.g. `http://127.0.0.1:7070`).
+    pub fn new(base_url: &str) -> Result<Self, ClientError> {
+        let mut base = Url::parse(base_url)
+            .map_err(|err| ClientError::InvalidUrl(format!("{base_url}: {err}")))?;
+        if base.cannot_be_a_base() || !matches!(base.scheme(), "http" | "https") {
+            return Err(ClientError::InvalidUrl(format!(
+                "{base_url}: expected an http:// or https:// URL"
+            )));
+        }
+        // Paths are appended segment by segment; a trailing slash would add
+        // an empty segment.
+        if base.path().ends_with('/') {
+            let trimmed = base.path().trim_end_matches('/').to_owned();
+            base.set_path(&trimmed);
+        }
+        let http = reqwest::Client::builder()
+            .build()
+            .map_err(|err| ClientError::InvalidUrl(format!("HTTP client setup: {err}")))?;
+        Ok(Self {
+            http,
+            base,
+            token: None,
+            timeout: Self::DEFAULT_TIMEOUT,
+        })
+    }
+
+    /// Sends `Authorization: Bearer <token>` with every request.
+    pub fn with_token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Time allowed for one request, connection included. Lease calls get
+    /// their `wait_ms` on top, so a long poll never times out by itself.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    pub fn base_url(&self) -> &Url {
+        &self.base
+    }
+
+    // ----- queues -----
+
+    pub async fn put_queue(&self, queue: &str, body: &QueuePut) -> Result<PutQueue, ClientError> {
+        let url = self.url(&["v1", "queues", queue])?;
+        let response = self
+            .send(self.request(Method::PUT, &url).json(body))
+            .await?;
+        let created = response.status() == StatusCode::CREATED;
+        let queue = decode(response).await?;
+        Ok(PutQueue { created, queue })
+    }
+
+    pub async fn get_queue(&self, queue: &str) -> Result<Queue, ClientError> {
+        self.call(Method::GET, &["v1", "queues", queue], None::<&()>)
+            .await
+    }
+
+    pub async fn list_queues(&self) -> Result<Vec<Queue>, ClientError> {
+        let list: QueueList = self
+            .call(Method::GET, &["v1", "queues"], None::<&()>)
+            .await?;
+        Ok(list.queues)
+    }
+
+    pub async fn delete_queue(&self, queue: &str) -> Result<(), ClientError> {
+        self.call_empty(Method::DELETE, &["v1", "queues", queue], None::<&()>)
+            .await
+    }
+
+    pub async fn pause(&self, queue: &str) -> Result<Queue, ClientError> {
+        self.call(Method::POST, &["v1", "queues", queue, "pause"], None::<&()>)
+            .await
+    }
+
+    pub async fn resume(&self, queue: &str) -> Result<Queue, ClientError> {
+        self.call(
+            Method::POST,
+            &["v1", "queues", queue, "resume"],
+            None::<&()>,
+        )
+        .await
+    }
+
+    // ----- messages -----
+
+    /// Enqueues one message. `created: false` in the answer means a live
+    /// message with that id already existed and nothing changed.
+    pub async fn enqueue(
+        &self,
+        queue: &str,
+        message: &NewMessage,
+    ) -> Result<Enqueued, ClientError> {
+        self.call(
+            Method::POST,
+            &["v1", "queues", queue, "messages"],
+            Some(message),
+        )
+        .await
+    }
+
+    /// Enqueues up to 1000 messages in one request; each item succeeds or
+    /// fails on its own, results in input order.
+    pub async fn enqueue_batch(
+        &self,
+        queue: &str,
+        messages: &[NewMessage],
+    ) -> Result<Vec<Result<Enqueued, ErrorDetail>>, ClientError> {
+        let body = BatchBody { messages };
+        let results: BatchResults = self
+            .call(Method::POST, &["v1", "queues", queue, "batch"], Some(&body))
+            .await?;
+        Ok(results
+            .results
+            .into_iter()
+            .map(|item| match item {
+                BatchItem::Ok(done) => Ok(done),
+                BatchItem::Err(err) => Err(err.error),
+            })
+            .collect())
+    }
+
+    pub async fn get_message(&self, queue: &str, id: &str) -> Result<MessageView, ClientError> {
+        let path = ["v1", "queues", queue, "messages", id];
+        self.call(Method::GET, &path, None::<&()>).await
+    }
+
+    /// Removes a message in any state (a leased message's lease becomes
+    /// invalid).
+    pub async fn cancel(&self, queue: &str, id: &str) -> Result<(), ClientError> {
+        let path = ["v1", "queues", queue, "messages", id];
+        self.call_empty(Method::DELETE, &path, None::<&()>).await
+    }
+
+    pub async fn reschedule(
+        &self,
+        queue: &str,
+        id: &str,
+        change: &Reschedule,
+    ) -> Result<MessageView, ClientError> {
+        let path = ["v1", "queues", queue, "messages", id];
+        self.call(Method::PATCH, &path, Some(change)).await
+    }
+
+    // ----- consuming -----
+
+    /// Leases up to `options.max` ready messages, waiting up to
+    /// `options.wait_ms` for the first; an empty list when none came.
+    pub async fn lease(
+        &self,
+        queue: &str,
+        options: LeaseOptions,
+    ) -> Result<Vec<Leased>, ClientError> {
+        let url = self.url(&["v1", "queues", queue, "leases"])?;
+        // The server may legitimately hold the request for `wait_ms`; the
+        // client's own timeout only starts counting after that.
+        let timeout = self.timeout + Duration::from_millis(options.wait_ms);
+        let request = self
+            .request(Method::POST, &url)
+            .timeout(timeout)
+            .json(&options);
+        let list: LeasedList = decode(self.send(request).await?).await?;
+        Ok(list.messages)
+    }
+
+    pub async fn ack(&self, queue: &str, id: &str, lease_id: &str) -> Result<(), ClientError> {
+        let path = ["v1", "queues", queue, "messages", id, "ack"];
+        self.call_empty(Method::POST, &path, Some(&LeaseRef { lease_id }))
+            .await
+    }
+
+    /// Fails a delivery; without `delay_ms` the queue's backoff applies.
+    pub async fn nack(
+        &self,
+        queue: &str,
+        id: &str,
+        lease_id: &str,
+        delay_ms: Option<u64>,
+    ) -> Result<(), ClientError> {
+        let path = ["v1", "queues", queue, "messages", id, "nack"];
+        let body = NackBody { lease_id, delay_ms };
+        self.call_empty(Method::POST, &path, Some(&body)).await
+    }
+
+    /// Sets `lease_until = now + lease_ms` (the queue's `lease_ms` when
+    /// `None`) and returns the new `lease_until`.
+    pub async fn extend(
+        &self,
+        queue: &str,
+        id: &str,
+        lease_id: &str,
+        lease_ms: Option<u64>,
+    ) -> Result<u64, ClientError> {
+        let path = ["v1", "queues", queue, "messages", id, "extend"];
+        let body = ExtendBody { lease_id, lease_ms };
+        let extended: Extended = self.call(Method::POST, &path, Some(&body)).await?;
+        Ok(extended.lease_until)
+    }
+
+    // ----- dead letters -----
+
+    /// Dead messages, oldest death first; `after` is the last id of the
+    /// previous page.
+    pub async fn dead(
+        &self,
+        queue: &str,
+        limit: Option<u32>,
+        after: Option<&str>,
+    ) -> Result<Vec<MessageView>, ClientError> {
+        let mut url = self.url(&["v1", "queues", queue, "dead"])?;
+        {
+            let mut query = url.query_pairs_mut();
+            if let Some(limit) = limit {
+                query.append_pair("limit", &limit.to_string());
+            }
+            if let Some(after) = after {
+                query.append_pair("after", after);
+            }
+        }
+        let list: MessageList = decode(self.send(self.request(Method::GET, &url)).await?).await?;
+        Ok(list.messages)
+    }
+
+    /// Moves dead messages back to `ready` (all of them when `ids` is
+    /// `None`); returns how many moved.
+    pub async fn redrive(&self, queue: &str, ids: Option<&[String]>) -> Result<u64, ClientError> {
+        let path = ["v1", "queues", queue, "dead", "redrive"];
+        let done: Redriven = self
+            .call(Method::POST, &path, Some(&RedriveBody { ids }))
+            .await?;
+        Ok(done.redriven)
+    }
+
+    // ----- operations -----
+
+    /// `GET /healthz`: Ok when the process is up.
+    pub async fn healthz(&self) -> Result<(), ClientError> {
+        self.call_empty(Method::GET, &["healthz"], None::<&()>)
+            .await
+    }
+
+    /// `GET /readyz`: Ok when the store is reachable and takes writes.
+    pub async fn readyz(&self) -> Result<(), ClientError> {
+        self.call_empty(Method::GET, &["readyz"], None::<&()>).await
+    }
+
+    /// `GET /metrics`: the Prometheus text exposition.
+    pub async fn metrics(&self) -> Result<String, ClientError> {
+        let url = self.url(&["metrics"])?;
+        let response = self.send(self.request(Method::GET, &url)).await?;
+        let status = response.status().as_u16();
+        response.text().await.map_err(|err| ClientError::Decode {
+            url: url.to_string(),
+            status,
+            reason: err.to_string(),
+        })
+    }
+
+    // ----- plumbing -----
+
+    /// The base URL plus `segments`, each percent-encoded as one segment (so
+    /// a malformed id can never address another route).
+    fn url(&self, segments: &[&str]) -> Result<Url, ClientError> {
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .map_err(|()| ClientError::InvalidUrl(self.base.to_string()))?
+            .extend(segments);
+        Ok(url)
+    }
+
+    fn request(&self, method: Method, url: &Url) -> RequestBuilder {
+        let request = self.http.request(method, url.clone()).timeout(self.timeout);
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    /// Sends and turns error statuses into [`ClientError::Api`].
+    async fn send(&self, request: RequestBuilder) -> Result<Response, ClientError> {
+        let response = request
+            .send()
+            .await
+            .map_err(|err| ClientError::from_reqwest(self.base.as_str(), err))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let url = response.url().to_string();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|err| ClientError::from_reqwest(&url, err))?;
+        Err(ClientError::from_error_body(status.as_u16(), &body))
+    }
+
+    async fn call<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &[&str],
+        body: Option<&B>,
+    ) -> Result<T, ClientError> {
+        decode(self.call_raw(method, path, body).await?).await
+    }
+
+    /// For endpoints that answer 204 (or whose body carries nothing useful).
+    async fn call_empty<B: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        path: &[&str],
+        body: Option<&B>,
+    ) -> Result<(), ClientError> {
+        self.call_raw(method, path, body).await.map(drop)
+    }
+
+    async fn call_raw<B: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        path: &[&str],
+        body: Option<&B>,
+    ) -> Result<Response, ClientError> {
+        let url = self.url(path)?;
+        let mut request = self.request(method, &url);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        self.send(request).await
+    }
+}
+
+async fn decode<T: DeserializeOwned>(response: Response) -> Result<T, ClientError> {
+    let status = response.status().as_u16();
+    let url = response.url().to_string();
+    let body = response
+        .bytes()
+        .await
+        .map_err(|err| ClientError::from_reqwest(&url, err))?;
+    serde_json::from_slice(&body).map_err(|err| ClientError::Decode {
+        url,
+        status,
+        reason: err.to_string(),
+    })
+}

@@ -1,0 +1,53 @@
+//! The conformance suite (the HTTP-visible rules) run through the whole
+//! stack: `HttpBroker` -> client -> HTTP -> server -> broker, once over the
+//! reference model and once over LocalBroker.
+
+mod common;
+
+use std::sync::Arc;
+
+use delayd_client::{Client, HttpBroker};
+use delayd_core::Broker;
+use delayd_server::ServerOptions;
+
+/// `backend` behind a fresh server, seen through [`HttpBroker`]. Its
+/// `shutdown` shuts `backend` down (as stopping the server would); `guard`
+/// (a temporary directory) lives as long as the broker.
+async fn over_http(backend: Arc<dyn Broker>, guard: impl Send + Sync + 'static) -> Arc<dyn Broker> {
+    let url = common::serve(backend.clone(), ServerOptions::default()).await;
+    let client = Client::new(&url).expect("client");
+    // Opens the pooled connection now, so a case's first call does not pay
+    // for it (cases that give a waiting call a fixed head start rely on it).
+    client.healthz().await.expect("server up");
+    let broker = HttpBroker::new(client).on_shutdown(Arc::new(move || {
+        let _guard = &guard;
+        let backend = backend.clone();
+        Box::pin(async move { backend.shutdown().await })
+    }));
+    Arc::new(broker)
+}
+
+mod model {
+    use std::sync::Arc;
+
+    use delayd_core::testkit::ModelBroker;
+
+    delayd_core::conformance_tests!(super::over_http(Arc::new(ModelBroker::new()), ()));
+}
+
+mod local {
+    use std::sync::Arc;
+
+    use delayd_core::Broker;
+    use delayd_local::{LocalBroker, LocalConfig};
+
+    async fn fresh() -> Arc<dyn Broker> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let broker = LocalBroker::open(LocalConfig::new(dir.path()))
+            .await
+            .expect("open LocalBroker");
+        super::over_http(Arc::new(broker), dir).await
+    }
+
+    delayd_core::conformance_tests!(fresh());
+}

@@ -1,0 +1,325 @@
+//! `impl Broker for LocalBroker`: argument checks and the mapping of each
+//! call onto a state transition run through [`crate::broker::Inner::write`].
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use delayd_core::{
+    Broker, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest,
+    LeaseId, LeaseRequest, ListQuery, Message, MessageId, MessageState, Nack, QueueConfig,
+    QueueConfigPatch, QueueInfo, QueueName, Redrive, Reschedule, Upsert,
+};
+use tokio::time::Instant;
+
+use crate::broker::LocalBroker;
+use crate::codec::MessageRecord;
+use crate::driver::MAX_SLEEP;
+use crate::messages::store_err;
+use crate::state::State;
+use crate::store::Store;
+
+fn delivery(
+    state: &State,
+    store: &Store,
+    queue: QueueName,
+    rec: MessageRecord,
+) -> BrokerResult<Delivery> {
+    let message = state.to_message(store, &queue, rec.clone())?;
+    Ok(Delivery {
+        queue,
+        id: rec.id,
+        seq: rec.seq,
+        lease_id: rec.lease_id.unwrap_or_else(LeaseId::generate),
+        lease_until: rec.lease_until.unwrap_or(0),
+        attempt: rec.attempts,
+        deliver_at: rec.deliver_at,
+        priority: rec.priority,
+        headers: rec.headers,
+        payload: message.payload,
+    })
+}
+
+#[async_trait]
+impl Broker for LocalBroker {
+    async fn put_queue(
+        &self,
+        queue: &QueueName,
+        patch: QueueConfigPatch,
+    ) -> BrokerResult<(Upsert, QueueInfo)> {
+        self.inner
+            .write(|state, _, now, tx| {
+                let current = state.queues.get(queue).map(|q| q.record.config.clone());
+                let upsert = if current.is_some() {
+                    Upsert::Updated
+                } else {
+                    Upsert::Created
+                };
+                let config = patch.apply(&current.unwrap_or_default());
+                config.validate()?;
+                match state.queues.contains_key(queue) {
+                    true => state.queue_mut(queue, tx)?.record.config = config,
+                    false => state.create_queue(queue, config, tx),
+                }
+                Ok((upsert, state.queue(queue)?.info(queue, now)))
+            })
+            .await
+    }
+
+    async fn get_queue(&self, queue: &QueueName) -> BrokerResult<QueueInfo> {
+        self.inner
+            .read(|state, _, now| Ok(state.queue(queue)?.info(queue, now)))
+    }
+
+    async fn list_queues(&self) -> BrokerResult<Vec<QueueInfo>> {
+        self.inner
+            .read(|state, _, now| Ok(state.queues.iter().map(|(n, q)| q.info(n, now)).collect()))
+    }
+
+    async fn delete_queue(&self, queue: &QueueName) -> BrokerResult<()> {
+        self.inner
+            .write(|state, store, _, tx| {
+                state.queue(queue)?;
+                for key in store.queue_message_keys(queue).map_err(store_err)? {
+                    if let Some(rec) = store.message(&key).map_err(store_err)? {
+                        state.unlink(queue, &rec.id);
+                        state.remove(queue, &rec, tx)?;
+                    }
+                }
+                state.queue_mut(queue, tx)?;
+                state.queues.remove(queue);
+                tx.became_ready = true;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn pause(&self, queue: &QueueName, until: Option<u64>) -> BrokerResult<QueueInfo> {
+        self.inner
+            .write(|state, _, now, tx| {
+                state.queue_mut(queue, tx)?.record.paused_until = Some(until.unwrap_or(u64::MAX));
+                Ok(state.queue(queue)?.info(queue, now))
+            })
+            .await
+    }
+
+    async fn resume(&self, queue: &QueueName) -> BrokerResult<QueueInfo> {
+        self.inner
+            .write(|state, _, now, tx| {
+                state.queue_mut(queue, tx)?.record.paused_until = None;
+                tx.became_ready = true;
+                Ok(state.queue(queue)?.info(queue, now))
+            })
+            .await
+    }
+
+    async fn enqueue(
+        &self,
+        queue: &QueueName,
+        messages: Vec<EnqueueRequest>,
+        options: EnqueueOptions,
+    ) -> BrokerResult<Vec<BrokerResult<EnqueueOutcome>>> {
+        self.inner
+            .write(|state, store, now, tx| {
+                if !state.queues.contains_key(queue) {
+                    if !options.auto_create {
+                        return Err(BrokerError::QueueNotFound(queue.clone()));
+                    }
+                    state.create_queue(queue, QueueConfig::default(), tx);
+                }
+                Ok(messages
+                    .into_iter()
+                    .map(|req| state.enqueue_one(store, queue, req, now, tx))
+                    .collect())
+            })
+            .await
+    }
+
+    async fn get(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<Message> {
+        self.inner.read(|state, store, _| {
+            let rec = state.lookup_existing(store, queue, id)?;
+            state.to_message(store, queue, rec)
+        })
+    }
+
+    async fn get_by_seq(&self, seq: u64) -> BrokerResult<Option<Message>> {
+        self.inner
+            .read(|state, store, _| state.get_by_seq(store, seq))
+    }
+
+    async fn cancel(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<()> {
+        self.inner
+            .write(|state, store, _, tx| state.cancel(store, queue, id, tx))
+            .await
+    }
+
+    async fn reschedule(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        change: Reschedule,
+    ) -> BrokerResult<Message> {
+        let rec = self
+            .inner
+            .write(|state, store, now, tx| state.reschedule(store, queue, id, change, now, tx))
+            .await?;
+        self.inner
+            .read(|state, store, _| state.to_message(store, queue, rec))
+    }
+
+    async fn list(&self, queue: &QueueName, query: ListQuery) -> BrokerResult<Vec<Message>> {
+        self.inner
+            .read(|state, store, _| state.list(store, queue, query))
+    }
+
+    async fn lease(
+        &self,
+        queues: &[QueueName],
+        request: LeaseRequest,
+    ) -> BrokerResult<Vec<Delivery>> {
+        if request.max == 0 || request.max > 1000 {
+            return Err(BrokerError::InvalidArgument(format!(
+                "max must be within 1..=1000, got {}",
+                request.max
+            )));
+        }
+        if request.lease_ms == Some(0) {
+            return Err(BrokerError::InvalidArgument(
+                "lease_ms must be at least 1".into(),
+            ));
+        }
+        let deadline = Instant::now() + Duration::from_millis(request.wait_ms);
+        let mut ready = self.inner.ready.subscribe();
+        // A waiting lease on a queue that gets deleted returns at once.
+        let existed: Vec<QueueName> = self.inner.read(|state, _, _| {
+            Ok(queues
+                .iter()
+                .filter(|q| state.queues.contains_key(*q))
+                .cloned()
+                .collect())
+        })?;
+        loop {
+            ready.borrow_and_update();
+            let got = self
+                .inner
+                .write(|state, store, now, tx| {
+                    let leased =
+                        state.lease_ready(queues, request.max, request.lease_ms, now, tx)?;
+                    leased
+                        .into_iter()
+                        .map(|(q, rec)| delivery(state, store, q, rec))
+                        .collect::<BrokerResult<Vec<_>>>()
+                })
+                .await;
+            // A shutdown while waiting ends the wait with an empty list.
+            let got = match got {
+                Err(_) if self.inner.is_stopping() => return Ok(Vec::new()),
+                other => other?,
+            };
+            if !got.is_empty() || self.inner.is_stopping() || Instant::now() >= deadline {
+                return Ok(got);
+            }
+            let deleted = self
+                .inner
+                .read(|state, _, _| Ok(existed.iter().any(|q| !state.queues.contains_key(q))))
+                .unwrap_or(true);
+            if deleted {
+                return Ok(got);
+            }
+            // Re-look at least every MAX_SLEEP: a timed pause ending wakes
+            // nobody.
+            let nap = deadline.min(Instant::now() + MAX_SLEEP);
+            tokio::select! {
+                _ = ready.changed() => {}
+                () = tokio::time::sleep_until(nap) => {}
+                () = self.inner.stopped() => return Ok(Vec::new()),
+            }
+        }
+    }
+
+    async fn lease_message(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        lease_ms: Option<u64>,
+    ) -> BrokerResult<Delivery> {
+        self.inner
+            .write(|state, store, now, tx| {
+                let old = state.lookup_existing(store, queue, id)?;
+                if old.state == MessageState::Leased {
+                    return Err(BrokerError::InvalidState {
+                        id: id.clone(),
+                        state: old.state,
+                        reason: "the message is already leased",
+                    });
+                }
+                let rec = state.lease_record(queue, old, lease_ms, now, tx)?;
+                delivery(state, store, queue.clone(), rec)
+            })
+            .await
+    }
+
+    async fn ack(&self, queue: &QueueName, id: &MessageId, lease: &LeaseId) -> BrokerResult<()> {
+        self.inner
+            .write(|state, store, _, tx| state.ack(store, queue, id, lease, tx))
+            .await
+    }
+
+    async fn nack(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+        nack: Nack,
+    ) -> BrokerResult<()> {
+        self.inner
+            .write(|state, store, now, tx| state.nack(store, queue, id, lease, nack, now, tx))
+            .await
+    }
+
+    async fn bury(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+        priority: Option<u32>,
+    ) -> BrokerResult<()> {
+        self.inner
+            .write(|state, store, now, tx| state.bury(store, queue, id, lease, priority, now, tx))
+            .await
+    }
+
+    async fn extend(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+        lease_ms: Option<u64>,
+    ) -> BrokerResult<u64> {
+        if lease_ms == Some(0) {
+            return Err(BrokerError::InvalidArgument(
+                "lease_ms must be at least 1".into(),
+            ));
+        }
+        self.inner
+            .write(|state, store, now, tx| state.extend(store, queue, id, lease, lease_ms, now, tx))
+            .await
+    }
+
+    async fn redrive(&self, queue: &QueueName, which: Redrive) -> BrokerResult<u64> {
+        self.inner
+            .write(|state, _, now, tx| state.redrive(queue, which, now, tx))
+            .await
+    }
+
+    async fn ready(&self) -> BrokerResult<()> {
+        self.inner.check_writable()
+    }
+
+    async fn shutdown(&self) -> BrokerResult<()> {
+        if self.inner.is_stopping() {
+            return Ok(());
+        }
+        self.stop_background().await;
+        Ok(())
+    }
+}

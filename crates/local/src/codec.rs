@@ -1,0 +1,234 @@
+//! Key and value encodings of the store (specified in docs/storage.md).
+//!
+//! Keys are binary and big-endian so that byte order is the order the
+//! broker scans in (due time, then seq). Values carry a format version byte
+//! first so that a later format can be read next to this one.
+
+use std::collections::BTreeMap;
+
+use delayd_core::{
+    LeaseId, MessageCounters, MessageId, MessageState, QueueConfig, QueueName, QueueStats,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::error::StoreError;
+
+/// Version byte in front of every record value.
+pub(crate) const RECORD_VERSION: u8 = 1;
+/// Version of the whole on-disk layout, kept in `meta`.
+pub(crate) const FORMAT_VERSION: u8 = 1;
+
+pub(crate) const META_FORMAT: &[u8] = b"format";
+pub(crate) const META_SEQ: &[u8] = b"seq_high_water";
+
+/// A message without its payload: what the `messages` keyspace stores and
+/// what the broker keeps in memory for messages near their due time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct MessageRecord {
+    pub id: MessageId,
+    pub seq: u64,
+    /// In memory the exact state. On disk `Ready` is written as `Scheduled`:
+    /// becoming ready is a function of time, so firing costs no write.
+    pub state: MessageState,
+    pub deliver_at: u64,
+    pub enqueued_at: u64,
+    pub priority: u32,
+    pub attempts: u32,
+    pub max_attempts: Option<u32>,
+    pub lease_ms: Option<u64>,
+    pub lease_until: Option<u64>,
+    pub lease_id: Option<LeaseId>,
+    pub died_at: Option<u64>,
+    pub counters: MessageCounters,
+    pub headers: BTreeMap<String, String>,
+}
+
+impl MessageRecord {
+    /// The state as persisted (see [`MessageRecord::state`]).
+    pub fn stored_state(&self) -> MessageState {
+        match self.state {
+            MessageState::Ready => MessageState::Scheduled,
+            other => other,
+        }
+    }
+}
+
+/// Persisted counts of a queue's messages. `waiting` is scheduled + ready,
+/// because the split moves with time and is recomputed in memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StoredCounts {
+    pub waiting: u64,
+    pub leased: u64,
+    pub dead: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct QueueRecord {
+    pub config: QueueConfig,
+    /// `Some(u64::MAX)`: paused until resumed.
+    pub paused_until: Option<u64>,
+    pub counts: StoredCounts,
+}
+
+impl QueueRecord {
+    pub fn stats(&self, ready: u64, ready_urgent: u64) -> QueueStats {
+        QueueStats {
+            scheduled: self.counts.waiting.saturating_sub(ready),
+            ready,
+            leased: self.counts.leased,
+            dead: self.counts.dead,
+            ready_urgent,
+        }
+    }
+}
+
+pub(crate) fn encode_record<T: Serialize>(record: &T) -> Result<Vec<u8>, StoreError> {
+    let out = vec![RECORD_VERSION];
+    postcard::to_extend(record, out).map_err(|e| StoreError::Corrupt(format!("encode: {e}")))
+}
+
+pub(crate) fn decode_record<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, StoreError> {
+    match bytes.split_first() {
+        Some((&RECORD_VERSION, rest)) => {
+            postcard::from_bytes(rest).map_err(|e| StoreError::Corrupt(format!("decode: {e}")))
+        }
+        Some((v, _)) => Err(StoreError::Corrupt(format!("unknown record version {v}"))),
+        None => Err(StoreError::Corrupt("empty record".into())),
+    }
+}
+
+/// `messages` key: `[queue len u8][queue][id]`. The id is last, so it needs
+/// no length; the queue prefix makes "all messages of a queue" one range.
+pub(crate) fn message_key(queue: &QueueName, id: &MessageId) -> Vec<u8> {
+    let q = queue.as_str().as_bytes();
+    let mut key = Vec::with_capacity(1 + q.len() + id.as_str().len());
+    // Queue names are at most 128 bytes (validated), so the length fits.
+    key.push(q.len() as u8);
+    key.extend_from_slice(q);
+    key.extend_from_slice(id.as_str().as_bytes());
+    key
+}
+
+pub(crate) fn queue_prefix(queue: &QueueName) -> Vec<u8> {
+    let q = queue.as_str().as_bytes();
+    let mut key = Vec::with_capacity(1 + q.len());
+    key.push(q.len() as u8);
+    key.extend_from_slice(q);
+    key
+}
+
+pub(crate) fn decode_message_key(key: &[u8]) -> Result<(QueueName, MessageId), StoreError> {
+    let bad = || StoreError::Corrupt("malformed message key".into());
+    let (&len, rest) = key.split_first().ok_or_else(bad)?;
+    let len = usize::from(len);
+    if rest.len() <= len {
+        return Err(bad());
+    }
+    let queue = std::str::from_utf8(&rest[..len]).map_err(|_| bad())?;
+    let id = std::str::from_utf8(&rest[len..]).map_err(|_| bad())?;
+    Ok((
+        QueueName::new(queue).map_err(|_| bad())?,
+        MessageId::new(id).map_err(|_| bad())?,
+    ))
+}
+
+/// `due` key: `[deliver_at u64 BE][seq u64 BE]`, so a range scan yields
+/// scheduled messages in firing order.
+pub(crate) fn due_key(deliver_at: u64, seq: u64) -> [u8; 16] {
+    let mut key = [0u8; 16];
+    key[..8].copy_from_slice(&deliver_at.to_be_bytes());
+    key[8..].copy_from_slice(&seq.to_be_bytes());
+    key
+}
+
+pub(crate) fn decode_due_key(key: &[u8]) -> Result<(u64, u64), StoreError> {
+    let bad = || StoreError::Corrupt("malformed due key".into());
+    let at: [u8; 8] = key
+        .get(..8)
+        .and_then(|s| s.try_into().ok())
+        .ok_or_else(bad)?;
+    let seq: [u8; 8] = key
+        .get(8..16)
+        .and_then(|s| s.try_into().ok())
+        .ok_or_else(bad)?;
+    Ok((u64::from_be_bytes(at), u64::from_be_bytes(seq)))
+}
+
+pub(crate) fn seq_key(seq: u64) -> [u8; 8] {
+    seq.to_be_bytes()
+}
+
+pub(crate) fn decode_u64(bytes: &[u8]) -> Result<u64, StoreError> {
+    let arr: [u8; 8] = bytes
+        .try_into()
+        .map_err(|_| StoreError::Corrupt("expected 8 bytes".into()))?;
+    Ok(u64::from_be_bytes(arr))
+}
+
+/// `payloads` value: `[message key len u16 BE][message key][payload]`. The
+/// message key makes `get_by_seq` one point read here plus one in `messages`.
+pub(crate) fn encode_payload(message_key: &[u8], payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + message_key.len() + payload.len());
+    // Message keys are at most 1 + 128 + 256 bytes.
+    out.extend_from_slice(&(message_key.len() as u16).to_be_bytes());
+    out.extend_from_slice(message_key);
+    out.extend_from_slice(payload);
+    out
+}
+
+pub(crate) fn decode_payload(value: &[u8]) -> Result<(&[u8], &[u8]), StoreError> {
+    let bad = || StoreError::Corrupt("malformed payload value".into());
+    let len: [u8; 2] = value
+        .get(..2)
+        .and_then(|s| s.try_into().ok())
+        .ok_or_else(bad)?;
+    let len = usize::from(u16::from_be_bytes(len));
+    let key = value.get(2..2 + len).ok_or_else(bad)?;
+    Ok((key, &value[2 + len..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn due_keys_sort_by_time_then_seq() {
+        let a = due_key(5, 900);
+        let b = due_key(6, 1);
+        let c = due_key(6, 2);
+        assert!(a < b && b < c);
+        assert_eq!(decode_due_key(&c).unwrap(), (6, 2));
+    }
+
+    #[test]
+    fn message_keys_round_trip_and_group_by_queue() {
+        let q = QueueName::new("orders").unwrap();
+        let id = MessageId::new("a:1").unwrap();
+        let key = message_key(&q, &id);
+        assert!(key.starts_with(&queue_prefix(&q)));
+        assert_eq!(decode_message_key(&key).unwrap(), (q, id));
+        assert!(decode_message_key(&[3, b'a']).is_err());
+    }
+
+    #[test]
+    fn payload_values_round_trip() {
+        let v = encode_payload(b"key", b"body");
+        assert_eq!(decode_payload(&v).unwrap(), (&b"key"[..], &b"body"[..]));
+        assert!(decode_payload(&[0, 9, 1]).is_err());
+    }
+
+    #[test]
+    fn records_carry_a_version() {
+        let counts = StoredCounts {
+            waiting: 3,
+            leased: 1,
+            dead: 0,
+        };
+        let bytes = encode_record(&counts).unwrap();
+        assert_eq!(bytes[0], RECORD_VERSION);
+        assert_eq!(decode_record::<StoredCounts>(&bytes).unwrap(), counts);
+        let mut bad = bytes.clone();
+        bad[0] = 99;
+        assert!(decode_record::<StoredCounts>(&bad).is_err());
+    }
+}

@@ -1,0 +1,254 @@
+//! Transitions of consuming: lease, ack, nack, bury, extend, and a lease
+//! running out. Each runs under the state lock.
+
+use delayd_core::{
+    metric, BrokerError, BrokerResult, LeaseId, MessageId, MessageState, Nack, QueueName,
+};
+
+use crate::codec::MessageRecord;
+use crate::state::{State, Tx};
+use crate::store::Store;
+
+/// How a delivery failed.
+pub(crate) struct Failure {
+    pub delay_ms: Option<u64>,
+    pub priority: Option<u32>,
+    pub may_die: bool,
+    pub timed_out: bool,
+}
+
+impl State {
+    /// Leases one message (any state but leased) to a consumer.
+    pub fn lease_record(
+        &mut self,
+        queue: &QueueName,
+        old: MessageRecord,
+        lease_ms: Option<u64>,
+        now: u64,
+        tx: &mut Tx,
+    ) -> BrokerResult<MessageRecord> {
+        let config_lease = self.queue(queue)?.record.config.lease_ms;
+        let lease_ms = lease_ms.or(old.lease_ms).unwrap_or(config_lease);
+        let mut new = old.clone();
+        new.state = MessageState::Leased;
+        new.attempts = new.attempts.saturating_add(1);
+        new.lease_until = Some(now.saturating_add(lease_ms));
+        new.lease_id = Some(LeaseId::generate());
+        new.died_at = None;
+        self.unlink(queue, &old.id);
+        self.place(queue, Some(&old), new.clone(), now, tx)?;
+        Ok(new)
+    }
+
+    /// Takes up to `max` ready messages from `queues` in delivery order.
+    pub fn lease_ready(
+        &mut self,
+        queues: &[QueueName],
+        max: u32,
+        lease_ms: Option<u64>,
+        now: u64,
+        tx: &mut Tx,
+    ) -> BrokerResult<Vec<(QueueName, MessageRecord)>> {
+        let mut out = Vec::new();
+        while out.len() < max as usize {
+            let Some((queue, id)) = self.first_ready(queues, now) else {
+                break;
+            };
+            let Some(old) = self
+                .queues
+                .get(&queue)
+                .and_then(|q| q.messages.get(&id))
+                .cloned()
+            else {
+                break;
+            };
+            let leased = self.lease_record(&queue, old, lease_ms, now, tx)?;
+            out.push((queue, leased));
+        }
+        Ok(out)
+    }
+
+    /// The message, if `lease` is its current lease.
+    pub fn check_lease(
+        &self,
+        store: &Store,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+    ) -> BrokerResult<MessageRecord> {
+        let rec = self
+            .lookup(store, queue, id)?
+            .ok_or_else(|| BrokerError::MessageNotFound {
+                queue: queue.clone(),
+                id: id.clone(),
+            })?;
+        if rec.state != MessageState::Leased || rec.lease_id.as_ref() != Some(lease) {
+            return Err(BrokerError::LeaseMismatch {
+                id: id.clone(),
+                lease: lease.to_string(),
+            });
+        }
+        Ok(rec)
+    }
+
+    pub fn ack(
+        &mut self,
+        store: &Store,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+        tx: &mut Tx,
+    ) -> BrokerResult<()> {
+        let rec = self.check_lease(store, queue, id, lease)?;
+        self.unlink(queue, id);
+        self.remove(queue, &rec, tx)
+    }
+
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "mirrors Broker::nack plus the call context"
+    )]
+    pub fn nack(
+        &mut self,
+        store: &Store,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+        nack: Nack,
+        now: u64,
+        tx: &mut Tx,
+    ) -> BrokerResult<()> {
+        let rec = self.check_lease(store, queue, id, lease)?;
+        let failure = Failure {
+            delay_ms: nack.delay_ms,
+            priority: nack.priority,
+            may_die: nack.may_die,
+            timed_out: false,
+        };
+        self.fail(queue, rec, failure, now, tx)
+    }
+
+    /// A failed delivery: back to scheduled after the delay or backoff, or
+    /// dead when out of attempts.
+    pub fn fail(
+        &mut self,
+        queue: &QueueName,
+        old: MessageRecord,
+        failure: Failure,
+        now: u64,
+        tx: &mut Tx,
+    ) -> BrokerResult<()> {
+        let config = self.queue(queue)?.record.config.clone();
+        let mut new = old.clone();
+        new.lease_until = None;
+        new.lease_id = None;
+        if let Some(priority) = failure.priority {
+            new.priority = priority;
+        }
+        if failure.timed_out {
+            new.counters.timeouts += 1;
+            metrics::counter!(metric::LEASES_EXPIRED_TOTAL, "queue" => queue.to_string())
+                .increment(1);
+        } else {
+            new.counters.releases += 1;
+        }
+        if failure.may_die && config.exhausted(new.attempts, new.max_attempts) {
+            new.state = MessageState::Dead;
+            new.died_at = Some(now);
+            new.counters.buries += 1;
+            metrics::counter!(metric::DEAD_LETTERED_TOTAL, "queue" => queue.to_string())
+                .increment(1);
+        } else {
+            let delay = failure
+                .delay_ms
+                .unwrap_or_else(|| config.retry.delay_with_jitter(new.attempts));
+            new.state = MessageState::Scheduled;
+            new.deliver_at = now.saturating_add(delay);
+        }
+        self.unlink(queue, &old.id);
+        self.place(queue, Some(&old), new, now, tx)
+    }
+
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "mirrors Broker::bury plus the call context"
+    )]
+    pub fn bury(
+        &mut self,
+        store: &Store,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+        priority: Option<u32>,
+        now: u64,
+        tx: &mut Tx,
+    ) -> BrokerResult<()> {
+        let old = self.check_lease(store, queue, id, lease)?;
+        let mut new = old.clone();
+        new.state = MessageState::Dead;
+        new.died_at = Some(now);
+        new.lease_until = None;
+        new.lease_id = None;
+        new.counters.buries += 1;
+        if let Some(priority) = priority {
+            new.priority = priority;
+        }
+        self.unlink(queue, id);
+        self.place(queue, Some(&old), new, now, tx)
+    }
+
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "mirrors Broker::extend plus the call context"
+    )]
+    pub fn extend(
+        &mut self,
+        store: &Store,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+        lease_ms: Option<u64>,
+        now: u64,
+        tx: &mut Tx,
+    ) -> BrokerResult<u64> {
+        let old = self.check_lease(store, queue, id, lease)?;
+        let config_lease = self.queue(queue)?.record.config.lease_ms;
+        let lease_ms = lease_ms.or(old.lease_ms).unwrap_or(config_lease);
+        let mut new = old.clone();
+        let until = now.saturating_add(lease_ms);
+        new.lease_until = Some(until);
+        self.unlink(queue, id);
+        self.place(queue, Some(&old), new, now, tx)?;
+        Ok(until)
+    }
+
+    /// A lease timer fired at `deadline`: if it is still the message's
+    /// lease, the delivery failed.
+    pub fn expire_lease(
+        &mut self,
+        queue: &QueueName,
+        id: &MessageId,
+        deadline: u64,
+        now: u64,
+        tx: &mut Tx,
+    ) -> BrokerResult<()> {
+        let Some(rec) = self
+            .queues
+            .get(queue)
+            .and_then(|q| q.messages.get(id))
+            .cloned()
+        else {
+            return Ok(());
+        };
+        if rec.state != MessageState::Leased || rec.lease_until != Some(deadline) {
+            return Ok(());
+        }
+        let failure = Failure {
+            delay_ms: None,
+            priority: None,
+            may_die: true,
+            timed_out: true,
+        };
+        self.fail(queue, rec, failure, now, tx)
+    }
+}

@@ -1,0 +1,126 @@
+//! The driver task: fires timers (scheduled → ready, leases running out)
+//! and moves the horizon, loading the next stretch of the `due` index.
+//!
+//! # Time
+//! Timers are keyed by wall-clock ms (`deliver_at`, `lease_until`), and a
+//! timer fires only when the injected wall clock has reached its deadline,
+//! so nothing fires early by wall time. The task waits on tokio's monotonic
+//! clock for `deadline - wall_now`, but never longer than [`MAX_SLEEP`]:
+//! - wall clock jumps backwards: the next wake finds the deadline further
+//!   away and waits again (messages fire at their wall `deliver_at`);
+//! - wall clock jumps forwards: within `MAX_SLEEP` the task sees that the
+//!   deadlines have passed and fires them, in (deadline, seq) order.
+//!
+//! A new timer earlier than the one waited for wakes the task at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use delayd_core::metric;
+
+use crate::broker::Inner;
+use crate::codec;
+use crate::state::{State, Tx};
+use crate::store::Store;
+
+/// Longest wait between looks at the wall clock.
+pub(crate) const MAX_SLEEP: Duration = Duration::from_millis(100);
+/// Timers fired per lock hold, so that calls are not starved.
+const FIRE_BATCH: usize = 4096;
+/// `due` entries loaded per lock hold.
+pub(crate) const LOAD_BATCH: usize = 4096;
+
+pub(crate) async fn run(inner: Arc<Inner>) {
+    loop {
+        let more_work = match inner.drive_once() {
+            Ok(more) => more,
+            Err(e) => {
+                tracing::error!(error = %e, "driver stopped: store failure");
+                inner.poison(e.to_string());
+                return;
+            }
+        };
+        let wait = if more_work {
+            Duration::ZERO
+        } else {
+            inner.next_wait()
+        };
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = inner.driver_wake.notified() => {}
+            () = inner.stopped() => return,
+        }
+    }
+}
+
+impl Inner {
+    /// One round: fire what is due, load the horizon. True when work is
+    /// left over for an immediate next round.
+    fn drive_once(&self) -> Result<bool, crate::error::StoreError> {
+        let mut state = self.lock_state();
+        let now = self.clock.now_ms();
+        let mut tx = Tx::default();
+        let mut fired = 0;
+        while fired < FIRE_BATCH {
+            let Some((_seq, deadline, (queue, id))) = state.timers.poll_expired(now) else {
+                break;
+            };
+            fired += 1;
+            if state.make_ready(&queue, &id, &mut tx) {
+                let lateness = now.saturating_sub(deadline) as f64 / 1000.0;
+                metrics::histogram!(metric::FIRE_LATENESS_SECONDS, "queue" => queue.to_string())
+                    .record(lateness);
+            } else if let Err(e) = state.expire_lease(&queue, &id, deadline, now, &mut tx) {
+                return Err(crate::error::StoreError::Corrupt(e.to_string()));
+            }
+        }
+        let more_to_load =
+            load_horizon_step(&mut state, &self.store, now, self.horizon_ms, &mut tx)?;
+        self.commit_locked(&state, tx)?;
+        Ok(fired == FIRE_BATCH || more_to_load)
+    }
+
+    fn next_wait(&self) -> Duration {
+        let state = self.lock_state();
+        let now = self.clock.now_ms();
+        match state.timers.next_deadline() {
+            Some(deadline) => Duration::from_millis(deadline.saturating_sub(now)).min(MAX_SLEEP),
+            None => MAX_SLEEP,
+        }
+    }
+}
+
+/// Advances the horizon watermark by at most [`LOAD_BATCH`] messages.
+/// Starts a new stretch when less than half the horizon is loaded. True
+/// when the stretch is not finished.
+pub(crate) fn load_horizon_step(
+    state: &mut State,
+    store: &Store,
+    now: u64,
+    horizon_ms: u64,
+    tx: &mut Tx,
+) -> Result<bool, crate::error::StoreError> {
+    let target = match state.loading_to {
+        Some(target) => target,
+        None if state.loaded.0 <= now.saturating_add(horizon_ms / 2) => {
+            let target = now.saturating_add(horizon_ms);
+            state.loading_to = Some(target);
+            target
+        }
+        None => return Ok(false),
+    };
+    let chunk = store.due_range(state.loaded, target, LOAD_BATCH)?;
+    for (at, seq, key) in &chunk {
+        let (queue, _) = codec::decode_message_key(key)?;
+        if let Some(rec) = store.message(key)? {
+            state.load(&queue, rec, now, tx);
+        }
+        state.loaded = (*at, seq.saturating_add(1));
+    }
+    if chunk.len() < LOAD_BATCH {
+        state.loaded = state.loaded.max((target, 0));
+        state.loading_to = None;
+        return Ok(false);
+    }
+    Ok(true)
+}

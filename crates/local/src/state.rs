@@ -1,0 +1,372 @@
+//! The broker's in-memory state and the transitions every call is built
+//! from: look a message up (memory, else disk), unlink it from memory,
+//! change it, place it again.
+//!
+//! What is in memory: every queue; every message that is ready, leased or
+//! dead; scheduled messages whose (deliver_at, seq) is below `loaded`, the
+//! horizon watermark. Scheduled messages at or beyond the watermark live
+//! only on disk, in the `due` index, until the loader reaches them.
+//!
+//! All methods run under the broker's state lock and record their writes
+//! in a [`Tx`]; the caller commits the write set before releasing the lock.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use delayd_core::{
+    BrokerError, BrokerResult, MessageId, MessageState, QueueConfig, QueueInfo, QueueName,
+    DEFAULT_PRIORITY,
+};
+
+use crate::codec::{self, MessageRecord, QueueRecord};
+use crate::error::StoreError;
+use crate::store::{Space, Store, WriteSet};
+use crate::timers::Timers;
+
+/// Ready messages of a queue in delivery order: (priority, deliver_at, seq).
+type ReadyKey = (u32, u64, u64);
+
+pub(crate) struct QueueState {
+    pub record: QueueRecord,
+    pub messages: HashMap<MessageId, MessageRecord>,
+    pub ready: BTreeMap<ReadyKey, MessageId>,
+    /// Ready messages with priority < 1024, kept as a counter so stats are
+    /// O(1).
+    pub ready_urgent: u64,
+}
+
+impl QueueState {
+    pub fn new(record: QueueRecord) -> Self {
+        Self {
+            record,
+            messages: HashMap::new(),
+            ready: BTreeMap::new(),
+            ready_urgent: 0,
+        }
+    }
+
+    pub fn paused(&self, now: u64) -> bool {
+        self.record.paused_until.is_some_and(|until| now < until)
+    }
+
+    pub fn info(&self, name: &QueueName, now: u64) -> QueueInfo {
+        let paused = self.paused(now);
+        QueueInfo {
+            name: name.clone(),
+            config: self.record.config.clone(),
+            paused,
+            paused_until: self
+                .record
+                .paused_until
+                .filter(|&until| paused && until != u64::MAX),
+            stats: self
+                .record
+                .stats(self.ready.len() as u64, self.ready_urgent),
+        }
+    }
+}
+
+/// The writes and wake-ups of one call.
+#[derive(Default)]
+pub(crate) struct Tx {
+    pub ws: WriteSet,
+    dirty: BTreeSet<QueueName>,
+    /// Something became ready: wake waiting lease calls.
+    pub became_ready: bool,
+    /// A timer earlier than the driver's next deadline was armed.
+    pub wake_driver: bool,
+}
+
+pub(crate) struct State {
+    pub queues: BTreeMap<QueueName, QueueState>,
+    /// Timer per in-memory scheduled or leased message, keyed by seq.
+    pub timers: Timers<(QueueName, MessageId)>,
+    /// Horizon watermark: a scheduled message with (deliver_at, seq) below
+    /// it is in memory, one at or above it is on disk only.
+    pub loaded: (u64, u64),
+    /// Where the loader stands towards `loading_to` (None: not loading).
+    pub loading_to: Option<u64>,
+    pub next_seq: u64,
+}
+
+fn store_err(e: StoreError) -> BrokerError {
+    BrokerError::Unavailable {
+        reason: e.to_string(),
+        maybe_applied: false,
+    }
+}
+
+impl State {
+    pub fn new(next_seq: u64) -> Self {
+        Self {
+            queues: BTreeMap::new(),
+            timers: Timers::default(),
+            loaded: (0, 0),
+            loading_to: None,
+            next_seq,
+        }
+    }
+
+    pub fn queue(&self, name: &QueueName) -> BrokerResult<&QueueState> {
+        self.queues
+            .get(name)
+            .ok_or_else(|| BrokerError::QueueNotFound(name.clone()))
+    }
+
+    pub fn queue_mut(&mut self, name: &QueueName, tx: &mut Tx) -> BrokerResult<&mut QueueState> {
+        tx.dirty.insert(name.clone());
+        self.queues
+            .get_mut(name)
+            .ok_or_else(|| BrokerError::QueueNotFound(name.clone()))
+    }
+
+    pub fn create_queue(&mut self, name: &QueueName, config: QueueConfig, tx: &mut Tx) {
+        let record = QueueRecord {
+            config,
+            paused_until: None,
+            counts: Default::default(),
+        };
+        self.queues.insert(name.clone(), QueueState::new(record));
+        tx.dirty.insert(name.clone());
+    }
+
+    /// Writes the records of the queues the call changed; returns the
+    /// write set to commit.
+    pub fn finish(&self, mut tx: Tx) -> Result<(WriteSet, bool, bool), StoreError> {
+        for name in &tx.dirty {
+            match self.queues.get(name) {
+                Some(q) => tx.ws.queue(name, &q.record)?,
+                None => tx
+                    .ws
+                    .delete(Space::Queues, name.as_str().as_bytes().to_vec()),
+            }
+        }
+        Ok((tx.ws, tx.became_ready, tx.wake_driver))
+    }
+
+    /// A live message: from memory, else from disk.
+    pub fn lookup(
+        &self,
+        store: &Store,
+        queue: &QueueName,
+        id: &MessageId,
+    ) -> BrokerResult<Option<MessageRecord>> {
+        let Some(q) = self.queues.get(queue) else {
+            return Ok(None);
+        };
+        if let Some(rec) = q.messages.get(id) {
+            return Ok(Some(rec.clone()));
+        }
+        store
+            .message(&codec::message_key(queue, id))
+            .map_err(store_err)
+    }
+
+    pub fn lookup_existing(
+        &self,
+        store: &Store,
+        queue: &QueueName,
+        id: &MessageId,
+    ) -> BrokerResult<MessageRecord> {
+        self.lookup(store, queue, id)?
+            .ok_or_else(|| BrokerError::MessageNotFound {
+                queue: queue.clone(),
+                id: id.clone(),
+            })
+    }
+
+    /// Removes a message from the in-memory structures (not from disk).
+    pub fn unlink(&mut self, queue: &QueueName, id: &MessageId) {
+        let Some(q) = self.queues.get_mut(queue) else {
+            return;
+        };
+        let Some(rec) = q.messages.remove(id) else {
+            return;
+        };
+        if rec.state == MessageState::Ready {
+            let removed = q.ready.remove(&(rec.priority, rec.deliver_at, rec.seq));
+            debug_assert!(
+                removed.is_some(),
+                "ready message {id} missing from ready set"
+            );
+            if rec.priority < DEFAULT_PRIORITY {
+                q.ready_urgent -= 1;
+            }
+        }
+        self.timers.cancel(rec.seq);
+    }
+
+    /// Records `new` (replacing `old`, both as they were before the call)
+    /// and puts it where it belongs in memory. `unlink` must have run.
+    pub fn place(
+        &mut self,
+        queue: &QueueName,
+        old: Option<&MessageRecord>,
+        mut new: MessageRecord,
+        now: u64,
+        tx: &mut Tx,
+    ) -> BrokerResult<()> {
+        if matches!(new.state, MessageState::Scheduled | MessageState::Ready) {
+            new.state = if new.deliver_at <= now {
+                MessageState::Ready
+            } else {
+                MessageState::Scheduled
+            };
+        }
+        tx.ws.message(queue, old, Some(&new)).map_err(store_err)?;
+        let in_memory = new.stored_state() != MessageState::Scheduled
+            || (new.deliver_at, new.seq) < self.loaded;
+        let timer = match new.state {
+            MessageState::Scheduled => Some(new.deliver_at),
+            MessageState::Leased => new.lease_until,
+            _ => None,
+        };
+        let q = self.queue_mut(queue, tx)?;
+        adjust_counts(&mut q.record, old, Some(&new));
+        if !in_memory {
+            return Ok(());
+        }
+        if new.state == MessageState::Ready {
+            insert_ready(q, &new);
+            tx.became_ready = true;
+        }
+        let key = (new.seq, queue.clone(), new.id.clone());
+        q.messages.insert(new.id.clone(), new);
+        if let Some(deadline) = timer {
+            self.arm(key.0, deadline, (key.1, key.2), tx);
+        }
+        Ok(())
+    }
+
+    fn arm(&mut self, seq: u64, deadline: u64, target: (QueueName, MessageId), tx: &mut Tx) {
+        if self
+            .timers
+            .next_deadline()
+            .is_none_or(|next| deadline < next)
+        {
+            tx.wake_driver = true;
+        }
+        self.timers.insert(seq, deadline, target);
+    }
+
+    /// Deletes a message (ack, cancel, queue deletion). `unlink` must have
+    /// run.
+    pub fn remove(
+        &mut self,
+        queue: &QueueName,
+        old: &MessageRecord,
+        tx: &mut Tx,
+    ) -> BrokerResult<()> {
+        tx.ws.message(queue, Some(old), None).map_err(store_err)?;
+        if let Ok(q) = self.queue_mut(queue, tx) {
+            adjust_counts(&mut q.record, Some(old), None);
+        }
+        Ok(())
+    }
+
+    /// Loads a message from disk into memory without writing (horizon
+    /// loader, recovery). Skips messages already in memory.
+    pub fn load(&mut self, queue: &QueueName, mut rec: MessageRecord, now: u64, tx: &mut Tx) {
+        let Some(q) = self.queues.get_mut(queue) else {
+            return;
+        };
+        if q.messages.contains_key(&rec.id) {
+            return;
+        }
+        if rec.state == MessageState::Scheduled && rec.deliver_at <= now {
+            rec.state = MessageState::Ready;
+        }
+        let timer = match rec.state {
+            MessageState::Scheduled => Some(rec.deliver_at),
+            MessageState::Leased => rec.lease_until,
+            _ => None,
+        };
+        if rec.state == MessageState::Ready {
+            insert_ready(q, &rec);
+            tx.became_ready = true;
+        }
+        let (seq, id) = (rec.seq, rec.id.clone());
+        q.messages.insert(id.clone(), rec);
+        if let Some(deadline) = timer {
+            self.arm(seq, deadline, (queue.clone(), id), tx);
+        }
+    }
+
+    /// A scheduled message's timer fired: it becomes ready. Memory only,
+    /// because on disk "scheduled and due" already means ready.
+    pub fn make_ready(&mut self, queue: &QueueName, id: &MessageId, tx: &mut Tx) -> bool {
+        let Some(q) = self.queues.get_mut(queue) else {
+            return false;
+        };
+        let Some(rec) = q.messages.get_mut(id) else {
+            return false;
+        };
+        if rec.state != MessageState::Scheduled {
+            return false;
+        }
+        rec.state = MessageState::Ready;
+        let rec = rec.clone();
+        insert_ready(q, &rec);
+        tx.became_ready = true;
+        true
+    }
+
+    /// The first ready message among `queues` (not paused), by
+    /// (priority, deliver_at, seq).
+    pub fn first_ready(&self, queues: &[QueueName], now: u64) -> Option<(QueueName, MessageId)> {
+        let mut best: Option<(ReadyKey, &QueueName, &MessageId)> = None;
+        for name in queues {
+            let Some(q) = self.queues.get(name) else {
+                continue;
+            };
+            if q.paused(now) {
+                continue;
+            }
+            if let Some((key, id)) = q.ready.first_key_value() {
+                if best.as_ref().is_none_or(|(b, _, _)| key < b) {
+                    best = Some((*key, name, id));
+                }
+            }
+        }
+        best.map(|(_, q, id)| (q.clone(), id.clone()))
+    }
+
+    pub fn allocate_seq(&mut self, tx: &mut Tx) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        tx.ws
+            .put(Space::Meta, codec::META_SEQ, seq.to_be_bytes().to_vec());
+        seq
+    }
+}
+
+fn insert_ready(q: &mut QueueState, rec: &MessageRecord) {
+    q.ready
+        .insert((rec.priority, rec.deliver_at, rec.seq), rec.id.clone());
+    if rec.priority < DEFAULT_PRIORITY {
+        q.ready_urgent += 1;
+    }
+}
+
+fn adjust_counts(
+    record: &mut QueueRecord,
+    old: Option<&MessageRecord>,
+    new: Option<&MessageRecord>,
+) {
+    let counts = &mut record.counts;
+    if let Some(old) = old {
+        let slot = match old.stored_state() {
+            MessageState::Leased => &mut counts.leased,
+            MessageState::Dead => &mut counts.dead,
+            _ => &mut counts.waiting,
+        };
+        debug_assert!(*slot > 0, "count underflow removing {:?}", old.id);
+        *slot = slot.saturating_sub(1);
+    }
+    if let Some(new) = new {
+        match new.stored_state() {
+            MessageState::Leased => counts.leased += 1,
+            MessageState::Dead => counts.dead += 1,
+            _ => counts.waiting += 1,
+        }
+    }
+}

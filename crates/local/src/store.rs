@@ -1,0 +1,341 @@
+//! The embedded store: fjall keyspaces, the write set one broker call
+//! commits atomically, and the reads the broker needs.
+//!
+//! Every write of a call goes into one [`WriteSet`] and is committed as one
+//! fjall batch while the broker's state lock is held, so the order of
+//! commits is the order of state changes and reads see every earlier write.
+//! Durability (fsync) is separate and shared: see [`crate::sync`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+
+use crate::codec::{self, MessageRecord, QueueRecord};
+use crate::error::StoreError;
+use delayd_core::{MessageState, QueueName};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Space {
+    Meta,
+    Queues,
+    Messages,
+    Payloads,
+    Due,
+    Pinned,
+}
+
+/// The writes of one broker call. Keyed, so that a call touching a key
+/// twice writes it once (a fjall batch gives all its items one seqno, so
+/// duplicates inside one batch must not happen).
+#[derive(Default)]
+pub(crate) struct WriteSet {
+    ops: BTreeMap<(Space, Vec<u8>), Option<Vec<u8>>>,
+}
+
+impl WriteSet {
+    pub fn put(&mut self, space: Space, key: impl Into<Vec<u8>>, value: Vec<u8>) {
+        self.ops.insert((space, key.into()), Some(value));
+    }
+
+    pub fn delete(&mut self, space: Space, key: impl Into<Vec<u8>>) {
+        self.ops.insert((space, key.into()), None);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Records the index changes of a message going from `old` to `new`
+    /// (`None`: absent). The `due` index holds exactly the stored-scheduled
+    /// messages, `pinned` exactly the leased and dead ones.
+    pub fn message(
+        &mut self,
+        queue: &QueueName,
+        old: Option<&MessageRecord>,
+        new: Option<&MessageRecord>,
+    ) -> Result<(), StoreError> {
+        let Some(any) = new.or(old) else {
+            return Ok(());
+        };
+        let key = codec::message_key(queue, &any.id);
+        if let Some(old) = old {
+            match old.stored_state() {
+                MessageState::Scheduled => {
+                    self.delete(Space::Due, codec::due_key(old.deliver_at, old.seq))
+                }
+                _ => self.delete(Space::Pinned, codec::seq_key(old.seq)),
+            }
+        }
+        match new {
+            Some(new) => {
+                let mut stored = new.clone();
+                stored.state = new.stored_state();
+                match stored.state {
+                    MessageState::Scheduled => self.put(
+                        Space::Due,
+                        codec::due_key(new.deliver_at, new.seq),
+                        key.clone(),
+                    ),
+                    _ => self.put(Space::Pinned, codec::seq_key(new.seq), key.clone()),
+                }
+                self.put(Space::Messages, key, codec::encode_record(&stored)?);
+            }
+            None => {
+                self.delete(Space::Messages, key);
+                self.delete(Space::Payloads, codec::seq_key(any.seq));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn queue(&mut self, queue: &QueueName, record: &QueueRecord) -> Result<(), StoreError> {
+        let value = codec::encode_record(record)?;
+        self.put(Space::Queues, queue.as_str().as_bytes().to_vec(), value);
+        Ok(())
+    }
+}
+
+const MEMTABLE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// A message key and that message's payload.
+pub(crate) type KeyAndPayload = (Vec<u8>, Vec<u8>);
+
+pub(crate) struct Store {
+    pub db: Database,
+    meta: Keyspace,
+    pub queues: Keyspace,
+    pub messages: Keyspace,
+    pub payloads: Keyspace,
+    pub due: Keyspace,
+    pub pinned: Keyspace,
+}
+
+/// What opening found about the journal tail.
+pub(crate) struct OpenedStore {
+    pub store: Store,
+    /// Bytes the engine cut off the end of journal files at recovery (a
+    /// torn or garbled last write).
+    pub torn_tail_bytes: u64,
+}
+
+impl Store {
+    pub fn open(dir: &Path, cache_bytes: usize) -> Result<OpenedStore, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        // fjall silently truncates a damaged journal tail to the end of the
+        // last whole batch. Journals are preallocated with zeros, so bytes
+        // that were written (non-zero) beyond the size fjall leaves are
+        // the damage; finding the last written byte before the open is how
+        // we can report it.
+        let before = journal_written_ends(dir)?;
+        let db = Database::builder(dir)
+            .cache_size(cache_bytes as u64)
+            // Bounds journal replay at start-up (restart-to-first-delivery).
+            .max_journaling_size(64 * 1024 * 1024)
+            .open()?;
+        let after = journal_sizes(dir)?;
+        let torn_tail_bytes = before
+            .iter()
+            .filter_map(|(path, end)| after.get(path).map(|now| end.saturating_sub(*now)))
+            .sum();
+        // Small memtables: memory stays bounded by a few MiB per keyspace
+        // rather than growing with the messages written (fjall's default
+        // is 64 MiB each).
+        let options = || KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES);
+        let open = |name: &str| db.keyspace(name, options);
+        let store = Store {
+            meta: open("meta")?,
+            queues: open("queues")?,
+            messages: open("messages")?,
+            payloads: open("payloads")?,
+            due: open("due")?,
+            pinned: open("pinned")?,
+            db,
+        };
+        Ok(OpenedStore {
+            store,
+            torn_tail_bytes,
+        })
+    }
+
+    fn space(&self, space: Space) -> &Keyspace {
+        match space {
+            Space::Meta => &self.meta,
+            Space::Queues => &self.queues,
+            Space::Messages => &self.messages,
+            Space::Payloads => &self.payloads,
+            Space::Due => &self.due,
+            Space::Pinned => &self.pinned,
+        }
+    }
+
+    /// Writes `set` as one atomic batch (journal buffer + memtables; no
+    /// fsync here).
+    pub fn commit(&self, set: WriteSet) -> Result<(), StoreError> {
+        if set.is_empty() {
+            return Ok(());
+        }
+        let mut batch = self.db.batch();
+        for ((space, key), value) in set.ops {
+            match value {
+                Some(value) => batch.insert(self.space(space), key, value),
+                None => batch.remove(self.space(space), key),
+            }
+        }
+        batch.commit()?;
+        Ok(())
+    }
+
+    pub fn format_version(&self) -> Result<Option<u8>, StoreError> {
+        Ok(self
+            .meta
+            .get(codec::META_FORMAT)?
+            .and_then(|v| v.first().copied()))
+    }
+
+    pub fn init_format(&self) -> Result<(), StoreError> {
+        let mut set = WriteSet::default();
+        set.put(Space::Meta, codec::META_FORMAT, vec![codec::FORMAT_VERSION]);
+        self.commit(set)?;
+        self.db.persist(fjall::PersistMode::SyncAll)?;
+        Ok(())
+    }
+
+    pub fn seq_high_water(&self) -> Result<u64, StoreError> {
+        match self.meta.get(codec::META_SEQ)? {
+            Some(v) => codec::decode_u64(&v),
+            None => Ok(0),
+        }
+    }
+
+    pub fn message(&self, key: &[u8]) -> Result<Option<MessageRecord>, StoreError> {
+        self.messages
+            .get(key)?
+            .map(|v| codec::decode_record(&v))
+            .transpose()
+    }
+
+    /// The payload of the message with `seq`, with that message's key.
+    pub fn payload(&self, seq: u64) -> Result<Option<KeyAndPayload>, StoreError> {
+        let Some(value) = self.payloads.get(codec::seq_key(seq))? else {
+            return Ok(None);
+        };
+        let (key, payload) = codec::decode_payload(&value)?;
+        Ok(Some((key.to_vec(), payload.to_vec())))
+    }
+
+    pub fn all_queues(&self) -> Result<Vec<(QueueName, QueueRecord)>, StoreError> {
+        let mut out = Vec::new();
+        for guard in self.queues.iter() {
+            let (k, v) = guard.into_inner()?;
+            let name = std::str::from_utf8(&k)
+                .ok()
+                .and_then(|s| QueueName::new(s).ok())
+                .ok_or_else(|| StoreError::Corrupt("malformed queue name".into()))?;
+            out.push((name, codec::decode_record(&v)?));
+        }
+        Ok(out)
+    }
+
+    /// Keys of `pinned` (leased and dead messages), in seq order.
+    pub fn pinned_keys(&self) -> Result<Vec<Vec<u8>>, StoreError> {
+        let mut out = Vec::new();
+        for guard in self.pinned.iter() {
+            out.push(guard.value()?.to_vec());
+        }
+        Ok(out)
+    }
+
+    /// Up to `limit` entries of `due` from key `from` (inclusive) to
+    /// `deliver_at == until` (exclusive),
+    /// in (deliver_at, seq) order: (deliver_at, seq, message key).
+    pub fn due_range(
+        &self,
+        from: (u64, u64),
+        until: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, u64, Vec<u8>)>, StoreError> {
+        let mut out = Vec::new();
+        if from.0 >= until {
+            return Ok(out);
+        }
+        let range = codec::due_key(from.0, from.1).to_vec()..codec::due_key(until, 0).to_vec();
+        for guard in self.due.range(range).take(limit) {
+            let (k, v) = guard.into_inner()?;
+            let (at, seq) = codec::decode_due_key(&k)?;
+            out.push((at, seq, v.to_vec()));
+        }
+        Ok(out)
+    }
+
+    /// Every message key of `queue`.
+    pub fn queue_message_keys(&self, queue: &QueueName) -> Result<Vec<Vec<u8>>, StoreError> {
+        let mut out = Vec::new();
+        for guard in self.messages.prefix(codec::queue_prefix(queue)) {
+            out.push(guard.key()?.to_vec());
+        }
+        Ok(out)
+    }
+}
+
+/// For the newest journal file (the only one a crash can leave torn:
+/// fjall fsyncs a journal before sealing it): the offset just past its
+/// last non-zero byte.
+fn journal_written_ends(dir: &Path) -> Result<BTreeMap<PathBuf, u64>, StoreError> {
+    let mut out = BTreeMap::new();
+    let newest = journal_sizes(dir)?.into_keys().max_by_key(|path| {
+        path.file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0)
+    });
+    if let Some(path) = newest {
+        let end = written_end(&path).map_err(|source| StoreError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        out.insert(path, end);
+    }
+    Ok(out)
+}
+
+fn written_end(path: &Path) -> std::io::Result<u64> {
+    use std::io::Read;
+    const CHUNK: usize = 1 << 20;
+    let mut file = std::fs::File::open(path)?;
+    let zeros = vec![0u8; CHUNK];
+    let mut buf = vec![0u8; CHUNK];
+    let (mut offset, mut end) = (0u64, 0u64);
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            return Ok(end);
+        }
+        // Slice equality is a memcmp: cheap on the long zero tail.
+        if buf[..n] != zeros[..n] {
+            if let Some(last) = buf[..n].iter().rposition(|&b| b != 0) {
+                end = offset + last as u64 + 1;
+            }
+        }
+        offset += n as u64;
+    }
+}
+
+fn journal_sizes(dir: &Path) -> Result<BTreeMap<PathBuf, u64>, StoreError> {
+    let io = |source| StoreError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "jnl") {
+            out.insert(path, entry.metadata().map_err(io)?.len());
+        }
+    }
+    Ok(out)
+}

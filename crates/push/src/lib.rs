@@ -1,0 +1,37 @@
+//! Push delivery: delayd POSTs due messages of queues that have a `push`
+//! config to their webhook (api.md, "Push delivery").
+//!
+//! # Layout
+//! - [`dispatcher`]: [`PushDispatcher`] and [`PushOptions`]: the pooled HTTP
+//!   client, the discovery loop that keeps one worker per push queue, and
+//!   shutdown.
+//! - `worker`: one queue's loop: lease as many due messages as there are
+//!   free concurrency permits, run each delivery as a task, ack on 2xx and
+//!   nack otherwise (honouring `Retry-After`).
+//! - `deliver`: one request: body, `delayd-*` headers, signature, and the
+//!   classification of the answer.
+//! - [`policy`]: [`PushPolicy`], the `--push-allow` allowlist, checked at
+//!   configuration ([`PushPolicy::check_url`]) and after DNS resolution.
+//! - `resolver`: the HTTP client's resolver, which applies the policy so
+//!   that the client connects only to checked addresses.
+//! - [`signature`]: [`sign`] and [`verify_signature`] for
+//!   `delayd-signature` (receivers use `verify_signature`).
+//! - [`metric`]: metric names.
+//!
+//! Deliveries go through the broker's leases like pull consumers, so an
+//! unacked push (crash, timeout) is delivered again once its lease expires:
+//! at least once, never lost. See docs/push.md.
+
+#![forbid(unsafe_code)]
+
+mod deliver;
+pub mod dispatcher;
+pub mod metric;
+pub mod policy;
+mod resolver;
+pub mod signature;
+mod worker;
+
+pub use dispatcher::{ClientError, PushDispatcher, PushOptions};
+pub use policy::{PolicyError, PushPolicy};
+pub use signature::{sign, verify_signature};

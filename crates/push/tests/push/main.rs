@@ -1,0 +1,12 @@
+//! Black-box tests of push delivery: a real dispatcher, a broker, and real
+//! HTTP receivers on 127.0.0.1:0. One file per scenario.
+
+mod common;
+
+mod allowlist;
+mod concurrency;
+mod dead_letter;
+mod happy_path;
+mod lifecycle;
+mod push_metrics;
+mod retries;

@@ -1,0 +1,175 @@
+-- Prepended to every delayd script. One queue shard per call: every key
+-- lives under the shard's hash tag, so the script is atomic on a single
+-- Redis and on one Redis Cluster slot.
+--
+-- KEYS: 1 cfg (hash), 2 sched (zset), 3 ready (zset), 4 lease (zset),
+--       5 dead (zset), 6 msg (hash: id -> packed record).
+-- ARGV: 1 unused, 2 now (epoch ms), 3 jitter seed, 4.. script's.
+--
+-- Records: one msgpack array per message (fields below, in this order),
+-- the value of field `id` in the shard's `msg` hash: no key per message.
+--
+-- Members: sched, lease and dead use `seq8 .. id` (seq8 = seq as 8 bytes
+-- big endian), so equal scores order by seq. ready uses score = priority
+-- and member `da8 .. seq8 .. id`, so equal priorities order by
+-- (deliver_at, seq) bytewise, exactly (no packing into a double).
+local K_CFG, K_SCHED, K_READY, K_LEASE, K_DEAD, K_MSG = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local NOW = tonumber(ARGV[2])
+local SEED = tonumber(ARGV[3])
+local PROMOTE_LIMIT = 1000
+-- Record fields: seq, state (S/R/L/D), deliver_at, enqueued_at, priority,
+-- attempts, max_attempts, lease_ms, lease_until, lease id, died_at,
+-- timeouts, releases, buries, kicks, headers, payload. Optional ones are ''.
+local SK, ST, DA, EA, PR, AT, MA, LM, LU, LI, DD, CT, RL, BU, KI = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+local NFIELDS = 17
+
+-- Numbers go to Redis as exact decimal strings (Lua's default %.14g would
+-- round epoch milliseconds and seqs).
+local function s(n) return string.format('%d', n) end
+local function member(r, id) return struct.pack('>I8', r[SK]) .. id end
+local function rmember(da, seq, id) return struct.pack('>I8I8', da, seq) .. id end
+
+local function load(id)
+  local v = redis.call('HGET', K_MSG, id)
+  if not v then return nil end
+  return cmsgpack.unpack(v)
+end
+
+local function save(id, r) redis.call('HSET', K_MSG, id, cmsgpack.pack(r)) end
+
+local function cfg()
+  local c = redis.call('HMGET', K_CFG, 'lm', 'ma', 'ri', 'rx', 'rm', 'pu')
+  if not c[1] then return nil end
+  return {lm = tonumber(c[1]), ma = tonumber(c[2]), ri = tonumber(c[3]),
+          rx = tonumber(c[4]), rm = tonumber(c[5]), pu = c[6] or ''}
+end
+
+local function paused(c)
+  if c.pu == '' then return false end
+  if c.pu == 'inf' then return true end
+  return tonumber(c.pu) > NOW
+end
+
+-- Appends the id and the record's fields (numbers as decimal strings).
+local function append_record(out, id, r)
+  table.insert(out, id)
+  for i = 1, NFIELDS do
+    local v = r[i]
+    if type(v) == 'number' then v = s(v) end
+    table.insert(out, v)
+  end
+end
+
+-- min(max, initial * multiplier^(attempt-1)) plus 0-10% jitter. The jitter
+-- is derived from a per-call seed and the seq, so messages failing together
+-- spread out (math.random is reseeded identically on every call).
+local function backoff(c, attempt, seq)
+  local raw = c.ri * (c.rm ^ math.min(math.max(attempt - 1, 0), 1000))
+  local base = c.rx
+  if raw == raw and raw < c.rx then base = math.floor(raw) end
+  local jitter = math.floor(base / 10)
+  if jitter == 0 then return base end
+  local r = ((SEED + (seq % 1000003) * 7919) % 1000003) / 1000003
+  return base + math.floor(jitter * r + 0.5)
+end
+
+-- Removes the message from its state's sorted set.
+local function unlink(id, r)
+  local st = r[ST]
+  if st == 'S' then redis.call('ZREM', K_SCHED, member(r, id))
+  elseif st == 'R' then redis.call('ZREM', K_READY, rmember(r[DA], r[SK], id))
+  elseif st == 'L' then redis.call('ZREM', K_LEASE, member(r, id))
+  elseif st == 'D' then redis.call('ZREM', K_DEAD, member(r, id)) end
+end
+
+-- Indexes the message as ready or scheduled by its deliver_at (the caller
+-- saves the record).
+local function place(id, r)
+  if r[DA] <= NOW then
+    redis.call('ZADD', K_READY, s(r[PR]), rmember(r[DA], r[SK], id))
+    r[ST] = 'R'
+    return 'R'
+  end
+  redis.call('ZADD', K_SCHED, s(r[DA]), member(r, id))
+  r[ST] = 'S'
+  return 'S'
+end
+
+local function to_dead(id, r, at)
+  r[ST], r[DD], r[LU], r[LI] = 'D', at, '', ''
+  r[BU] = r[BU] + 1
+  redis.call('ZADD', K_DEAD, s(at), member(r, id))
+end
+
+-- A failed delivery of a leased message (nack or expired lease): dead when
+-- out of attempts, else scheduled again `delay` (or the backoff) after
+-- `from`. Saves the record and returns the new state.
+local function fail(c, id, r, from, delay, may_die, new_pr, timed_out)
+  local ma = c.ma
+  if r[MA] ~= '' then ma = r[MA] end
+  if new_pr then r[PR] = new_pr end
+  redis.call('ZREM', K_LEASE, member(r, id))
+  r[LU], r[LI] = '', ''
+  if timed_out then r[CT] = r[CT] + 1 else r[RL] = r[RL] + 1 end
+  if may_die and ma ~= 0 and r[AT] >= ma then
+    to_dead(id, r, from)
+    save(id, r)
+    return 'D'
+  end
+  local d = delay or backoff(c, r[AT], r[SK])
+  r[DA] = from + d
+  local st = place(id, r)
+  save(id, r)
+  return st
+end
+
+-- Idempotent promotion: expired leases follow the failure path (backoff
+-- counted from the expiry), then due scheduled messages become ready.
+-- Racing nodes are harmless: a member moved by one call is gone for the next.
+-- Returns the deliver_at of each promoted message and how many expired.
+local function promote(c)
+  local fired, expired = {}, 0
+  local exp = redis.call('ZRANGEBYSCORE', K_LEASE, '-inf', s(NOW), 'LIMIT', 0, PROMOTE_LIMIT)
+  for _, m in ipairs(exp) do
+    local id = m:sub(9)
+    local r = load(id)
+    fail(c, id, r, r[LU], nil, true, nil, true)
+    expired = expired + 1
+  end
+  local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', s(NOW), 'LIMIT', 0, PROMOTE_LIMIT)
+  for _, m in ipairs(due) do
+    local id = m:sub(9)
+    local r = load(id)
+    redis.call('ZREM', K_SCHED, m)
+    redis.call('ZADD', K_READY, s(r[PR]), rmember(r[DA], r[SK], id))
+    r[ST] = 'R'
+    save(id, r)
+    table.insert(fired, s(r[DA]))
+  end
+  return fired, expired
+end
+
+-- The earliest wall time at which this shard changes by itself: the next
+-- scheduled message, lease expiry or end of a timed pause ('' if none).
+local function next_due(c)
+  local best = nil
+  local a = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
+  if a[2] then best = tonumber(a[2]) end
+  local b = redis.call('ZRANGE', K_LEASE, 0, 0, 'WITHSCORES')
+  if b[2] and (not best or tonumber(b[2]) < best) then best = tonumber(b[2]) end
+  if c and c.pu ~= '' and c.pu ~= 'inf' then
+    local pu = tonumber(c.pu)
+    if pu > NOW and (not best or pu < best) then best = pu end
+  end
+  if best then return s(best) end
+  return ''
+end
+
+-- Looks a leased message up for ack/nack/bury/extend: returns nil and the
+-- record when it is the current lease, else the status word.
+local function check_lease(id, lid)
+  local r = load(id)
+  if not r then return 'NF' end
+  if r[ST] ~= 'L' or r[LI] ~= lid then return 'LM' end
+  return nil, r
+end

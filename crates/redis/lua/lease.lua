@@ -1,0 +1,26 @@
+-- ARGV 4: max, 5: lease_ms or '' (message's, else queue's), 6: lease token.
+-- Pops the first `max` ready messages atomically, so racing consumers and
+-- nodes never get the same delivery. Returns {'OK', next_due, n, the
+-- deliver_at of the n messages this call promoted (for the lateness
+-- metric), record...}.
+local c = cfg()
+if not c then return {'OK', '', 0} end
+local fired = promote(c)
+local out = {'OK', '', #fired}
+for _, da in ipairs(fired) do table.insert(out, da) end
+if not paused(c) then
+  local popped = redis.call('ZPOPMIN', K_READY, ARGV[4])
+  for j = 1, #popped, 2 do
+    local id = popped[j]:sub(17)
+    local r = load(id)
+    local lm = tonumber(ARGV[5]) or tonumber(r[LM]) or c.lm
+    local lu = NOW + lm
+    r[ST], r[LU], r[LI] = 'L', lu, ARGV[6] .. '.' .. s((j + 1) / 2)
+    r[AT] = r[AT] + 1
+    save(id, r)
+    redis.call('ZADD', K_LEASE, s(lu), member(r, id))
+    append_record(out, id, r)
+  end
+end
+out[2] = next_due(c)
+return out

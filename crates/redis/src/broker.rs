@@ -1,0 +1,252 @@
+//! `RedisBroker`: the shared state of one node (connection, keys, clock,
+//! wake-ups) and the plumbing every operation uses: running a script on a
+//! shard, handing out seqs, publishing events.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use delayd_core::{BrokerError, BrokerResult, Clock, MessageId, QueueName};
+use redis::Value;
+use tokio::sync::{watch, Mutex, Notify};
+
+use crate::config::{RedisBrokerError, RedisConfig};
+use crate::conn::{unavailable, Conn};
+use crate::keys::{Keys, ShardKeys};
+use crate::tasks;
+use crate::wake::Wake;
+
+/// Seqs are taken from the global counter this many at a time: the counter
+/// lives in the `{prefix}` slot, which an enqueue script on a queue shard
+/// cannot touch in a Cluster, and one INCRBY per block keeps it off the
+/// hot path. Seqs are therefore unique and increasing per node, and
+/// increasing across nodes only block by block (docs/redis.md).
+const SEQ_BLOCK: u64 = 1_000;
+
+/// A broker whose state lives in Redis or a Redis Cluster. Any number of
+/// nodes may share one deployment (same URLs, shards and key prefix).
+pub struct RedisBroker {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) conn: Conn,
+    pub(crate) keys: Keys,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) urls: Vec<String>,
+    pub(crate) wake: Wake,
+    /// `[next, end)` of this node's current seq block.
+    seq_block: Mutex<(u64, u64)>,
+    closed: AtomicBool,
+    pub(crate) stop: watch::Sender<bool>,
+    /// Asks the sweep task for an immediate sweep (after a pub/sub
+    /// reconnect, when notifications may have been missed).
+    pub(crate) sweep_now: Notify,
+    /// Random id of this node, appended to its pub/sub events so it can
+    /// skip its own (it already woke its waiters and armed its timers
+    /// in-process; handling the echo again would only cause a second
+    /// round of lease calls).
+    pub(crate) node_id: String,
+    /// Seqs whose index entries are to be dropped, flushed in batches by
+    /// the seq index task (one pipelined HDEL per bucket instead of one
+    /// command per ack).
+    pub(crate) unindex: std::sync::Mutex<Vec<u64>>,
+    pub(crate) unindex_ready: Notify,
+}
+
+impl RedisBroker {
+    /// Connects and starts this node's timer, sweep and pub/sub tasks (on
+    /// the current tokio runtime).
+    pub async fn connect(config: RedisConfig) -> Result<RedisBroker, RedisBrokerError> {
+        config.validate()?;
+        let conn = Conn::connect(&config.urls).await?;
+        let (stop, _) = watch::channel(false);
+        let inner = Arc::new(Inner {
+            conn,
+            keys: Keys::new(&config.key_prefix, config.shards),
+            clock: config.clock,
+            urls: config.urls,
+            wake: Wake::default(),
+            seq_block: Mutex::new((0, 0)),
+            closed: AtomicBool::new(false),
+            stop,
+            sweep_now: Notify::new(),
+            node_id: format!("{:016x}", rand::random::<u64>()),
+            unindex: std::sync::Mutex::new(Vec::new()),
+            unindex_ready: Notify::new(),
+        });
+        inner.check_shards().await?;
+        tasks::spawn(&inner);
+        Ok(RedisBroker { inner })
+    }
+}
+
+impl Drop for RedisBroker {
+    fn drop(&mut self) {
+        // The background tasks hold the inner state; tell them to end.
+        self.inner.stop.send_replace(true);
+    }
+}
+
+impl Inner {
+    /// The first node of a deployment records its shard count; later nodes
+    /// must match it, since a message's shard is derived from the count.
+    async fn check_shards(&self) -> Result<(), RedisBrokerError> {
+        let mut conn = self.conn.clone();
+        let meta = &self.keys.meta;
+        let _: bool = redis::cmd("HSETNX")
+            .arg(meta)
+            .arg("shards")
+            .arg(self.keys.shards)
+            .query_async(&mut conn)
+            .await?;
+        let recorded: u32 = redis::cmd("HGET")
+            .arg(meta)
+            .arg("shards")
+            .query_async(&mut conn)
+            .await?;
+        if recorded != self.keys.shards {
+            return Err(RedisBrokerError::InvalidConfig(format!(
+                "this deployment uses {recorded} shards per queue, not {}",
+                self.keys.shards
+            )));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_open(&self) -> BrokerResult<()> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(BrokerError::unavailable("broker is shut down"));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.stop.send_replace(true);
+        self.wake.ready_all();
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn shard_of(&self, queue: &QueueName, id: &MessageId) -> (u32, ShardKeys) {
+        let shard = self.keys.shard_of(id);
+        (shard, self.keys.shard(queue, shard))
+    }
+
+    /// Runs one transition script on one shard.
+    pub(crate) async fn run(
+        &self,
+        script: &redis::Script,
+        shard: &ShardKeys,
+        now: u64,
+        args: Vec<Vec<u8>>,
+    ) -> BrokerResult<Vec<Value>> {
+        let mut invocation = script.prepare_invoke();
+        for key in &shard.keys {
+            invocation.key(key);
+        }
+        invocation
+            .arg("")
+            .arg(now)
+            .arg(rand::random_range(0..1_000_000u64));
+        for arg in args {
+            invocation.arg(arg);
+        }
+        let mut conn = self.conn.clone();
+        invocation
+            .invoke_async::<Vec<Value>>(&mut conn)
+            .await
+            .map_err(|e| unavailable(&e, true))
+    }
+
+    /// Runs a plain command.
+    pub(crate) async fn query<T: redis::FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+        write: bool,
+    ) -> BrokerResult<T> {
+        let mut conn = self.conn.clone();
+        cmd.query_async(&mut conn)
+            .await
+            .map_err(|e| unavailable(&e, write))
+    }
+
+    /// The first of `n` fresh seqs.
+    pub(crate) async fn alloc_seqs(&self, n: u64) -> BrokerResult<u64> {
+        let mut block = self.seq_block.lock().await;
+        if block.1 - block.0 < n {
+            let take = n.max(SEQ_BLOCK);
+            let end: u64 = self
+                .query(redis::cmd("INCRBY").arg(&self.keys.seq).arg(take), true)
+                .await?;
+            *block = (end + 1 - take, end + 1);
+        }
+        let first = block.0;
+        block.0 += n;
+        Ok(first)
+    }
+
+    /// Tells every node (this one included, through its subscription)
+    /// about an event. Best effort: the sweep repairs lost events.
+    pub(crate) async fn publish(&self, event: String) {
+        let mut conn = self.conn.clone();
+        let sent: redis::RedisResult<()> = self.publish_cmd(event).query_async(&mut conn).await;
+        if let Err(err) = sent {
+            tracing::debug!(error = %err, "publish failed; the sweep will catch up");
+        }
+    }
+
+    fn publish_cmd(&self, event: String) -> redis::Cmd {
+        redis::cmd("PUBLISH")
+            .arg(&self.keys.channel)
+            .arg(format!("{event} {}", self.node_id))
+            .clone()
+    }
+
+    /// Publishes without waiting for Redis's answer (the timer task must
+    /// not stall one round trip per promotion).
+    pub(crate) fn publish_detached(&self, event: String) {
+        let mut conn = self.conn.clone();
+        let cmd = self.publish_cmd(event);
+        tokio::spawn(async move {
+            if let Err(err) = cmd.query_async::<()>(&mut conn).await {
+                tracing::debug!(error = %err, "publish failed; the sweep will catch up");
+            }
+        });
+    }
+
+    /// Messages of the queue became ready now.
+    pub(crate) async fn announce_ready(&self, queue: &QueueName) {
+        self.wake.ready(queue);
+        self.publish(format!("r {queue}")).await;
+    }
+
+    /// A shard has something due at `due`: arm the local timer, and tell
+    /// other nodes when it is earlier than what this node knew.
+    pub(crate) async fn announce_due(&self, queue: &QueueName, shard: u32, due: u64) {
+        if self.wake.arm(queue, shard, due) {
+            self.publish(format!("d {queue} {shard} {due}")).await;
+        }
+    }
+
+    /// The error for an id that is not in the queue (whether or not the
+    /// queue exists, as the reference model answers).
+    pub(crate) async fn not_found(&self, queue: &QueueName, id: &MessageId) -> BrokerError {
+        BrokerError::MessageNotFound {
+            queue: queue.clone(),
+            id: id.clone(),
+        }
+    }
+
+    pub(crate) async fn queue_exists(&self, queue: &QueueName) -> BrokerResult<bool> {
+        self.query(
+            redis::cmd("HEXISTS")
+                .arg(&self.keys.registry)
+                .arg(queue.as_str()),
+            false,
+        )
+        .await
+    }
+}

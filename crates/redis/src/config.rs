@@ -1,0 +1,86 @@
+//! Configuration of a [`crate::RedisBroker`] and the errors of connecting.
+
+use std::sync::Arc;
+
+use delayd_core::{Clock, SystemClock};
+
+/// Where and how a [`crate::RedisBroker`] keeps its state.
+#[derive(Clone)]
+pub struct RedisConfig {
+    /// One URL (`redis://host:port[/db]`) selects a single Redis; several
+    /// are the seed nodes of a Redis Cluster.
+    pub urls: Vec<String>,
+    /// Each queue is spread over this many shards (hash tags `{queue#k}`),
+    /// so one queue's load can spread over cluster nodes. At least 1; every
+    /// node of a deployment must use the same value.
+    pub shards: u32,
+    /// Prefix of every key and channel, so several deployments (or tests)
+    /// can share one Redis. Must not contain `{` or `}` (hash tags).
+    pub key_prefix: String,
+    /// Wall clock for `deliver_at`, lease expiry and pauses.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl RedisConfig {
+    /// A single Redis at `url`, one shard per queue, prefix `delayd`.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            urls: vec![url.into()],
+            shards: 1,
+            key_prefix: "delayd".into(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Parses `--store`'s value: one URL or a comma-separated list of
+    /// cluster nodes.
+    pub fn from_store_arg(store: &str) -> Self {
+        let mut config = Self::new("");
+        config.urls = store
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_owned)
+            .collect();
+        config
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), RedisBrokerError> {
+        if self.urls.is_empty() {
+            return Err(RedisBrokerError::InvalidConfig(
+                "at least one Redis URL is needed".into(),
+            ));
+        }
+        if self.shards == 0 {
+            return Err(RedisBrokerError::InvalidConfig(
+                "shards must be at least 1".into(),
+            ));
+        }
+        if self.key_prefix.is_empty() || self.key_prefix.contains(['{', '}']) {
+            return Err(RedisBrokerError::InvalidConfig(
+                "key_prefix must be non-empty and contain no '{' or '}'".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("urls", &self.urls)
+            .field("shards", &self.shards)
+            .field("key_prefix", &self.key_prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why [`crate::RedisBroker::connect`] failed. Once connected, failures are
+/// `BrokerError::Unavailable` and the broker reconnects by itself.
+#[derive(Debug, thiserror::Error)]
+pub enum RedisBrokerError {
+    #[error("invalid Redis configuration: {0}")]
+    InvalidConfig(String),
+    #[error("cannot connect to Redis: {0}")]
+    Connect(#[from] redis::RedisError),
+}

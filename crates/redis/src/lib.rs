@@ -1,0 +1,179 @@
+//! delayd's `RedisBroker`: the `Broker` trait on Redis or Redis Cluster.
+//!
+//! Every state transition is one Lua script (`lua/*.lua`) on the keys of one
+//! queue shard, which share a hash tag, so it is atomic on a single Redis
+//! and on one Cluster slot. Any number of stateless nodes may share one
+//! deployment; docs/redis.md describes keys, durability and memory.
+//!
+//! # Layout
+//! - [`config`]: [`RedisConfig`] and [`RedisBrokerError`] (connect errors).
+//! - `broker`: [`RedisBroker`], its per-node state and the plumbing of every
+//!   call (run a script on a shard, hand out seqs, publish events).
+//! - `queues`, `messages`, `consume`: the operations of the `Broker` trait,
+//!   grouped as in the trait.
+//! - `scripts`: the Lua scripts (`lua/common.lua` + one body each).
+//! - `record`: decoding script replies into core types.
+//! - `keys`: key names, hash tags and the shard of a message id.
+//! - `wake`: node-local wake-ups: waiting lease calls and per-shard timers.
+//! - `tasks`: the timer, sweep and pub/sub background tasks.
+//! - `conn`: one connection type over single Redis and Cluster.
+
+#![forbid(unsafe_code)]
+
+mod broker;
+pub mod config;
+mod conn;
+mod consume;
+mod keys;
+mod messages;
+mod queues;
+mod record;
+mod scripts;
+mod tasks;
+mod wake;
+
+use async_trait::async_trait;
+use delayd_core::{
+    Broker, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest,
+    LeaseId, LeaseRequest, ListQuery, Message, MessageId, Nack, QueueConfigPatch, QueueInfo,
+    QueueName, Redrive, Reschedule, Upsert,
+};
+
+pub use broker::RedisBroker;
+pub use config::{RedisBrokerError, RedisConfig};
+
+#[async_trait]
+impl Broker for RedisBroker {
+    async fn put_queue(
+        &self,
+        queue: &QueueName,
+        patch: QueueConfigPatch,
+    ) -> BrokerResult<(Upsert, QueueInfo)> {
+        self.inner.put_queue(queue, patch).await
+    }
+
+    async fn get_queue(&self, queue: &QueueName) -> BrokerResult<QueueInfo> {
+        self.inner.get_queue(queue).await
+    }
+
+    async fn list_queues(&self) -> BrokerResult<Vec<QueueInfo>> {
+        self.inner.list_queues().await
+    }
+
+    async fn delete_queue(&self, queue: &QueueName) -> BrokerResult<()> {
+        self.inner.delete_queue(queue).await
+    }
+
+    async fn pause(&self, queue: &QueueName, until: Option<u64>) -> BrokerResult<QueueInfo> {
+        self.inner.pause(queue, until).await
+    }
+
+    async fn resume(&self, queue: &QueueName) -> BrokerResult<QueueInfo> {
+        self.inner.resume(queue).await
+    }
+
+    async fn enqueue(
+        &self,
+        queue: &QueueName,
+        messages: Vec<EnqueueRequest>,
+        options: EnqueueOptions,
+    ) -> BrokerResult<Vec<BrokerResult<EnqueueOutcome>>> {
+        self.inner.enqueue(queue, messages, options).await
+    }
+
+    async fn get(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<Message> {
+        self.inner.get(queue, id).await
+    }
+
+    async fn get_by_seq(&self, seq: u64) -> BrokerResult<Option<Message>> {
+        self.inner.get_by_seq(seq).await
+    }
+
+    async fn cancel(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<()> {
+        self.inner.cancel(queue, id).await
+    }
+
+    async fn reschedule(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        change: Reschedule,
+    ) -> BrokerResult<Message> {
+        self.inner.reschedule(queue, id, change).await
+    }
+
+    async fn list(&self, queue: &QueueName, query: ListQuery) -> BrokerResult<Vec<Message>> {
+        self.inner.list(queue, query).await
+    }
+
+    async fn lease(
+        &self,
+        queues: &[QueueName],
+        request: LeaseRequest,
+    ) -> BrokerResult<Vec<Delivery>> {
+        self.inner.lease(queues, request).await
+    }
+
+    async fn lease_message(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        lease_ms: Option<u64>,
+    ) -> BrokerResult<Delivery> {
+        self.inner.lease_message(queue, id, lease_ms).await
+    }
+
+    async fn ack(&self, queue: &QueueName, id: &MessageId, lease: &LeaseId) -> BrokerResult<()> {
+        self.inner.ack(queue, id, lease).await
+    }
+
+    async fn nack(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+        nack: Nack,
+    ) -> BrokerResult<()> {
+        self.inner.nack(queue, id, lease, nack).await
+    }
+
+    async fn bury(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+        priority: Option<u32>,
+    ) -> BrokerResult<()> {
+        self.inner.bury(queue, id, lease, priority).await
+    }
+
+    async fn extend(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+        lease_ms: Option<u64>,
+    ) -> BrokerResult<u64> {
+        self.inner.extend(queue, id, lease, lease_ms).await
+    }
+
+    async fn redrive(&self, queue: &QueueName, which: Redrive) -> BrokerResult<u64> {
+        self.inner.redrive(queue, which).await
+    }
+
+    async fn ready(&self) -> BrokerResult<()> {
+        self.inner.check_open()?;
+        let pong: String = self.inner.query(&redis::cmd("PING"), false).await?;
+        if pong != "PONG" {
+            return Err(BrokerError::unavailable(format!("PING answered {pong}")));
+        }
+        Ok(())
+    }
+
+    async fn shutdown(&self) -> BrokerResult<()> {
+        // Every acknowledged call already reached Redis; what is durable is
+        // Redis's appendonly/appendfsync setting (docs/redis.md).
+        self.inner.close();
+        Ok(())
+    }
+}

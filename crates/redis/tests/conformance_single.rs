@@ -1,0 +1,15 @@
+//! The conformance suite against a single Redis, one shard per queue.
+
+mod support;
+
+use std::sync::Arc;
+
+use support::{broker, shared_single, unique_prefix};
+
+async fn fresh() -> Arc<dyn delayd_core::Broker> {
+    let server = shared_single();
+    Arc::new(broker(vec![server.url()], 1, &unique_prefix()).await)
+}
+
+delayd_core::conformance_tests!(fresh());
+delayd_core::conformance_tests_extended!(fresh());

@@ -1,0 +1,149 @@
+//! Prometheus metrics: the process-wide recorder, per-request counters and
+//! latency histograms by route template, and per-queue gauges refreshed from
+//! `list_queues` at scrape time (so they are never stale and cost nothing
+//! between scrapes).
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request};
+use axum::middleware::Next;
+use axum::response::Response;
+use delayd_core::metric;
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Counter: HTTP requests. Labels `method`, `route` (the template, e.g.
+/// `/v1/queues/{queue}/messages`), `status`.
+pub const HTTP_REQUESTS_TOTAL: &str = "delayd_http_requests_total";
+/// Histogram, seconds: HTTP request latency. Same labels.
+pub const HTTP_REQUEST_SECONDS: &str = "delayd_http_request_duration_seconds";
+/// Gauge: live messages. Labels `queue`, `state`.
+pub const QUEUE_MESSAGES: &str = "delayd_queue_messages";
+/// Gauge: 1 while the queue is paused. Label `queue`.
+pub const QUEUE_PAUSED: &str = "delayd_queue_paused";
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
+const BATCH_BUCKETS: &[f64] = &[
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0,
+];
+
+/// The process's recorder, installed once. Tests build many servers in one
+/// process; when some other recorder was installed first, our handle still
+/// renders (an empty page) rather than failing the server.
+pub fn handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(install).clone()
+}
+
+fn install() -> PrometheusHandle {
+    let recorder = buckets(PrometheusBuilder::new()).build_recorder();
+    let handle = recorder.handle();
+    if metrics::set_global_recorder(recorder).is_err() {
+        tracing::warn!("a metrics recorder was already installed; /metrics shows only ours");
+    }
+    let upkeep = handle.clone();
+    // Histograms buffer samples until upkeep drains them; without a scrape
+    // they would grow without bound.
+    let spawned = std::thread::Builder::new()
+        .name("metrics-upkeep".into())
+        .spawn(move || loop {
+            std::thread::sleep(Duration::from_secs(5));
+            upkeep.run_upkeep();
+        });
+    if let Err(err) = spawned {
+        tracing::warn!(%err, "could not start the metrics upkeep thread");
+    }
+    handle
+}
+
+fn buckets(builder: PrometheusBuilder) -> PrometheusBuilder {
+    let with_buckets = || -> Result<PrometheusBuilder, BuildError> {
+        let mut builder = PrometheusBuilder::new();
+        for name in [
+            HTTP_REQUEST_SECONDS,
+            metric::FIRE_LATENESS_SECONDS,
+            metric::COMMIT_SECONDS,
+        ] {
+            builder =
+                builder.set_buckets_for_metric(Matcher::Full(name.into()), LATENCY_BUCKETS)?;
+        }
+        builder.set_buckets_for_metric(
+            Matcher::Full(metric::COMMIT_BATCH_SIZE.into()),
+            BATCH_BUCKETS,
+        )
+    };
+    // Only an empty bucket list fails, and ours are constants.
+    with_buckets().unwrap_or(builder)
+}
+
+/// Middleware: counts and times each request by its route template (never
+/// the raw path, whose ids would explode the label cardinality).
+pub async fn track(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let method = request.method().as_str().to_owned();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let labels = [
+        ("method", method),
+        ("route", route),
+        ("status", response.status().as_u16().to_string()),
+    ];
+    metrics::counter!(HTTP_REQUESTS_TOTAL, &labels).increment(1);
+    metrics::histogram!(HTTP_REQUEST_SECONDS, &labels).record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// Sets the per-queue gauges from the broker's current stats.
+pub async fn refresh_queue_gauges(state: &crate::state::AppState) {
+    let queues = match state.broker.list_queues().await {
+        Ok(queues) => queues,
+        Err(err) => {
+            tracing::warn!(%err, "metrics scrape: cannot list queues");
+            return;
+        }
+    };
+    let mut exported = match state.exported_queues.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    let mut gone = std::mem::take(&mut *exported);
+    for info in &queues {
+        let name = info.name.as_str().to_owned();
+        gone.remove(&name);
+        let stats = info.stats;
+        set_queue(
+            &name,
+            stats.scheduled,
+            stats.ready,
+            stats.leased,
+            stats.dead,
+        );
+        metrics::gauge!(QUEUE_PAUSED, "queue" => name.clone())
+            .set(f64::from(u8::from(info.paused)));
+        exported.insert(name);
+    }
+    for name in gone {
+        set_queue(&name, 0, 0, 0, 0);
+        metrics::gauge!(QUEUE_PAUSED, "queue" => name).set(0.0);
+    }
+}
+
+fn set_queue(queue: &str, scheduled: u64, ready: u64, leased: u64, dead: u64) {
+    let states = [
+        ("scheduled", scheduled),
+        ("ready", ready),
+        ("leased", leased),
+        ("dead", dead),
+    ];
+    for (state, count) in states {
+        metrics::gauge!(QUEUE_MESSAGES, "queue" => queue.to_owned(), "state" => state)
+            .set(count as f64);
+    }
+}

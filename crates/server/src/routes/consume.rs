@@ -1,0 +1,129 @@
+//! Consuming: lease (long-poll is the broker's job; we only pass `wait_ms`),
+//! ack, nack, extend.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use delayd_core::{LeaseId, LeaseRequest, Nack};
+
+use crate::convert::check_delay;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{MessagePath, QueuePath, StrictJson};
+use crate::state::AppState;
+use crate::wire::{
+    AckBody, ExtendBody, ExtendResponse, LeaseBody, LeaseResponse, LeasedMessage, NackBody,
+};
+
+/// api.md: `max` is 1..=1000.
+const MAX_LEASE_BATCH: u32 = 1000;
+
+#[utoipa::path(post, path = "/v1/queues/{queue}/leases", tag = "consuming",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body(content = LeaseBody, description = "May be empty: all defaults"),
+    responses((status = 200, body = LeaseResponse,
+        description = "Up to `max` messages; an empty list when none came within `wait_ms`"),
+        (status = 400, body = ErrorBody)))]
+pub async fn lease(
+    State(state): State<AppState>,
+    QueuePath(queue): QueuePath,
+    StrictJson(body): StrictJson<LeaseBody>,
+) -> ApiResult<Json<LeaseResponse>> {
+    let request = lease_request(body, state.options.max_wait_ms)?;
+    let deliveries = state.broker.lease(&[queue], request).await?;
+    Ok(Json(LeaseResponse {
+        messages: deliveries.into_iter().map(LeasedMessage::from).collect(),
+    }))
+}
+
+fn lease_request(body: LeaseBody, max_wait_ms: u64) -> Result<LeaseRequest, ApiError> {
+    let max = body.max.unwrap_or(1);
+    if !(1..=MAX_LEASE_BATCH).contains(&max) {
+        return Err(ApiError::invalid_argument(format!(
+            "max must be 1..={MAX_LEASE_BATCH}, got {max}"
+        )));
+    }
+    let wait_ms = body.wait_ms.unwrap_or(0);
+    if wait_ms > max_wait_ms {
+        return Err(ApiError::invalid_argument(format!(
+            "wait_ms must be 0..={max_wait_ms}, got {wait_ms}"
+        )));
+    }
+    check_lease_ms(body.lease_ms)?;
+    Ok(LeaseRequest {
+        max,
+        wait_ms,
+        lease_ms: body.lease_ms,
+    })
+}
+
+fn check_lease_ms(lease_ms: Option<u64>) -> Result<(), ApiError> {
+    if lease_ms == Some(0) {
+        return Err(ApiError::invalid_argument("lease_ms must be at least 1"));
+    }
+    Ok(())
+}
+
+#[utoipa::path(post, path = "/v1/queues/{queue}/messages/{id}/ack", tag = "consuming",
+    params(("queue" = String, Path, description = "Queue name"),
+        ("id" = String, Path, description = "Message id")),
+    request_body = AckBody,
+    responses((status = 204, description = "Done; the message is gone"),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn ack(
+    State(state): State<AppState>,
+    MessagePath(queue, id): MessagePath,
+    StrictJson(body): StrictJson<AckBody>,
+) -> ApiResult<StatusCode> {
+    state
+        .broker
+        .ack(&queue, &id, &LeaseId(body.lease_id))
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(post, path = "/v1/queues/{queue}/messages/{id}/nack", tag = "consuming",
+    params(("queue" = String, Path, description = "Queue name"),
+        ("id" = String, Path, description = "Message id")),
+    request_body = NackBody,
+    responses((status = 204, description = "Scheduled again, or dead when out of attempts"),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn nack(
+    State(state): State<AppState>,
+    MessagePath(queue, id): MessagePath,
+    StrictJson(body): StrictJson<NackBody>,
+) -> ApiResult<StatusCode> {
+    if let Some(delay) = body.delay_ms {
+        check_delay(delay, state.options.max_delay_ms)?;
+    }
+    let nack = Nack {
+        delay_ms: body.delay_ms,
+        ..Nack::default()
+    };
+    state
+        .broker
+        .nack(&queue, &id, &LeaseId(body.lease_id), nack)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(post, path = "/v1/queues/{queue}/messages/{id}/extend", tag = "consuming",
+    params(("queue" = String, Path, description = "Queue name"),
+        ("id" = String, Path, description = "Message id")),
+    request_body = ExtendBody,
+    responses((status = 200, body = ExtendResponse),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn extend(
+    State(state): State<AppState>,
+    MessagePath(queue, id): MessagePath,
+    StrictJson(body): StrictJson<ExtendBody>,
+) -> ApiResult<Json<ExtendResponse>> {
+    check_lease_ms(body.lease_ms)?;
+    if let Some(lease_ms) = body.lease_ms {
+        check_delay(lease_ms, state.options.max_delay_ms)?;
+    }
+    let lease_until = state
+        .broker
+        .extend(&queue, &id, &LeaseId(body.lease_id), body.lease_ms)
+        .await?;
+    Ok(Json(ExtendResponse { lease_until }))
+}

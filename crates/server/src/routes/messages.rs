@@ -1,0 +1,159 @@
+//! Message endpoints: enqueue (one or a batch), get, cancel, reschedule.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use delayd_core::{EnqueueOptions, EnqueueRequest, Reschedule};
+
+use crate::convert::{enqueue_request, schedule, Limits};
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{json_error, MessagePath, QueuePath, StrictJson};
+use crate::state::AppState;
+use crate::wire::{
+    BatchBody, BatchItemResult, BatchResults, EnqueueBody, EnqueueResult, MessageDto, PatchBody,
+};
+
+#[utoipa::path(post, path = "/v1/queues/{queue}/messages", tag = "messages",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = EnqueueBody,
+    responses((status = 201, body = EnqueueResult, description = "Enqueued"),
+        (status = 200, body = EnqueueResult, description = "A live message with this id exists; nothing changed"),
+        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 413, body = ErrorBody)))]
+pub async fn enqueue(
+    State(state): State<AppState>,
+    QueuePath(queue): QueuePath,
+    StrictJson(body): StrictJson<EnqueueBody>,
+) -> ApiResult<(StatusCode, Json<EnqueueResult>)> {
+    let request = enqueue_request(body, &state.limits())?;
+    let mut results = state
+        .broker
+        .enqueue(&queue, vec![request], state.enqueue_options())
+        .await?;
+    let outcome = results
+        .pop()
+        .ok_or_else(|| ApiError::from_status(StatusCode::INTERNAL_SERVER_ERROR))??;
+    let status = if outcome.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(outcome.into())))
+}
+
+#[utoipa::path(post, path = "/v1/queues/{queue}/batch", tag = "messages",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = BatchBody,
+    responses((status = 200, body = BatchResults, description = "Results in input order"),
+        (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
+pub async fn batch(
+    State(state): State<AppState>,
+    QueuePath(queue): QueuePath,
+    StrictJson(body): StrictJson<BatchBody>,
+) -> ApiResult<Json<BatchResults>> {
+    let max_batch = state.options.max_batch;
+    if body.messages.len() > max_batch {
+        return Err(ApiError::invalid_argument(format!(
+            "a batch holds at most {max_batch} messages, got {}",
+            body.messages.len()
+        )));
+    }
+    let limits = state.limits();
+    // Invalid items are answered in place; only the valid ones go to the
+    // broker, in one call (one group commit).
+    let checked: Vec<Result<EnqueueRequest, ApiError>> = body
+        .messages
+        .into_iter()
+        .map(|item| {
+            let body: EnqueueBody = serde_json::from_value(item).map_err(json_error)?;
+            enqueue_request(body, &limits)
+        })
+        .collect();
+    let valid: Vec<EnqueueRequest> = checked
+        .iter()
+        .filter_map(|item| item.as_ref().ok().cloned())
+        .collect();
+    let mut outcomes = if valid.is_empty() {
+        Vec::new()
+    } else {
+        state
+            .broker
+            .enqueue(&queue, valid, state.enqueue_options())
+            .await?
+    }
+    .into_iter();
+    let results = checked
+        .into_iter()
+        .map(|item| {
+            let outcome = item.and_then(|_| match outcomes.next() {
+                Some(outcome) => outcome.map_err(ApiError::from),
+                None => Err(ApiError::from_status(StatusCode::INTERNAL_SERVER_ERROR)),
+            });
+            match outcome {
+                Ok(outcome) => BatchItemResult::Enqueued(outcome.into()),
+                Err(err) => BatchItemResult::Failed(err.body()),
+            }
+        })
+        .collect();
+    Ok(Json(BatchResults { results }))
+}
+
+#[utoipa::path(get, path = "/v1/queues/{queue}/messages/{id}", tag = "messages",
+    params(("queue" = String, Path, description = "Queue name"),
+        ("id" = String, Path, description = "Message id")),
+    responses((status = 200, body = MessageDto), (status = 404, body = ErrorBody)))]
+pub async fn get_message(
+    State(state): State<AppState>,
+    MessagePath(queue, id): MessagePath,
+) -> ApiResult<Json<MessageDto>> {
+    Ok(Json(state.broker.get(&queue, &id).await?.into()))
+}
+
+#[utoipa::path(delete, path = "/v1/queues/{queue}/messages/{id}", tag = "messages",
+    params(("queue" = String, Path, description = "Queue name"),
+        ("id" = String, Path, description = "Message id")),
+    responses((status = 204, description = "Cancelled (any state)"),
+        (status = 404, body = ErrorBody)))]
+pub async fn cancel(
+    State(state): State<AppState>,
+    MessagePath(queue, id): MessagePath,
+) -> ApiResult<StatusCode> {
+    state.broker.cancel(&queue, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(patch, path = "/v1/queues/{queue}/messages/{id}", tag = "messages",
+    params(("queue" = String, Path, description = "Queue name"),
+        ("id" = String, Path, description = "Message id")),
+    request_body = PatchBody,
+    responses((status = 200, body = MessageDto), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "Leased or dead: invalid_state")))]
+pub async fn reschedule(
+    State(state): State<AppState>,
+    MessagePath(queue, id): MessagePath,
+    StrictJson(body): StrictJson<PatchBody>,
+) -> ApiResult<Json<MessageDto>> {
+    let change = Reschedule {
+        schedule: schedule(body.delay_ms, body.deliver_at, &state.limits())?,
+        priority: body.priority,
+    };
+    Ok(Json(
+        state.broker.reschedule(&queue, &id, change).await?.into(),
+    ))
+}
+
+impl AppState {
+    pub fn enqueue_options(&self) -> EnqueueOptions {
+        EnqueueOptions {
+            auto_create: self.options.auto_create,
+        }
+    }
+
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_payload: self.options.max_payload,
+            max_delay_ms: self.options.max_delay_ms,
+            now_ms: delayd_core::Clock::now_ms(&delayd_core::SystemClock),
+        }
+    }
+}

@@ -1,0 +1,741 @@
+//! Table-driven bad input: each case checks the status, the error code, and
+//! that the store (every queue's stats and every message) is unchanged.
+
+mod common;
+
+use delayd_core::{ListQuery, MessageState, QueueName};
+use delayd_server::ServerOptions;
+use serde_json::{json, Value};
+
+use common::{raw_http, Server};
+
+const TOKEN: &str = "t0ken";
+const MAX_PAYLOAD: usize = 1024;
+const MAX_BODY: usize = 256 * 1024;
+const TEN_YEARS_MS: u64 = 3650 * 24 * 3600 * 1000;
+
+struct Case {
+    name: &'static str,
+    method: &'static str,
+    path: String,
+    body: Vec<u8>,
+    headers: Vec<(&'static str, String)>,
+    status: u16,
+    code: &'static str,
+}
+
+fn case(
+    name: &'static str,
+    method: &'static str,
+    path: &str,
+    body: impl Into<Body>,
+    status: u16,
+    code: &'static str,
+) -> Case {
+    Case {
+        name,
+        method,
+        path: path.to_owned(),
+        body: body.into().0,
+        headers: vec![("authorization", format!("Bearer {TOKEN}"))],
+        status,
+        code,
+    }
+}
+
+struct Body(Vec<u8>);
+impl From<&str> for Body {
+    fn from(s: &str) -> Self {
+        Body(s.as_bytes().to_vec())
+    }
+}
+impl From<Value> for Body {
+    fn from(v: Value) -> Self {
+        Body(serde_json::to_vec(&v).unwrap())
+    }
+}
+impl From<String> for Body {
+    fn from(s: String) -> Self {
+        Body(s.into_bytes())
+    }
+}
+
+/// Everything a client could observe about the store.
+async fn snapshot(s: &Server) -> Value {
+    let queues = s
+        .raw(
+            "GET",
+            "/v1/queues",
+            Vec::new(),
+            &[("authorization", &format!("Bearer {TOKEN}"))],
+        )
+        .await;
+    let q = QueueName::new("q").unwrap();
+    let mut messages = Vec::new();
+    for state in [
+        MessageState::Scheduled,
+        MessageState::Ready,
+        MessageState::Leased,
+        MessageState::Dead,
+    ] {
+        let list = s
+            .broker
+            .list(
+                &q,
+                ListQuery {
+                    state,
+                    after: None,
+                    limit: 1000,
+                },
+            )
+            .await
+            .unwrap();
+        for m in list {
+            messages.push(json!([
+                m.id.as_str(),
+                m.state.as_str(),
+                m.seq,
+                m.deliver_at,
+                m.priority,
+                m.attempts,
+                m.lease_until,
+                m.payload
+            ]));
+        }
+    }
+    json!({"queues": queues.body, "messages": messages})
+}
+
+/// q holds: `lm` leased, `m` ready, `s` scheduled; `acked` was acked.
+async fn setup(s: &Server) -> String {
+    let auth = format!("Bearer {TOKEN}");
+    let h = [("authorization", auth.as_str())];
+    let post = |path: &'static str, body: Value| {
+        let body = serde_json::to_vec(&body).unwrap();
+        async move { s.raw("POST", path, body, &h).await }
+    };
+    assert_eq!(
+        post(
+            "/v1/queues/q/messages",
+            json!({"id": "lm", "payload": "l", "priority": 0})
+        )
+        .await
+        .status,
+        201
+    );
+    let lm = post("/v1/queues/q/leases", json!({})).await;
+    assert_eq!(lm.body["messages"][0]["id"], "lm");
+    assert_eq!(
+        post(
+            "/v1/queues/q/messages",
+            json!({"id": "acked", "payload": "a", "priority": 0})
+        )
+        .await
+        .status,
+        201
+    );
+    let acked = post("/v1/queues/q/leases", json!({})).await;
+    let acked_lease = acked.body["messages"][0]["lease_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = s
+        .raw(
+            "POST",
+            "/v1/queues/q/messages/acked/ack",
+            serde_json::to_vec(&json!({"lease_id": acked_lease})).unwrap(),
+            &h,
+        )
+        .await;
+    assert_eq!(r.status, 204);
+    assert_eq!(
+        post(
+            "/v1/queues/q/messages",
+            json!({"id": "m", "payload": "x", "priority": 5})
+        )
+        .await
+        .status,
+        201
+    );
+    assert_eq!(
+        post(
+            "/v1/queues/q/messages",
+            json!({"id": "s", "payload": "y", "delay_ms": 3_600_000})
+        )
+        .await
+        .status,
+        201
+    );
+    acked_lease
+}
+
+fn cases(acked_lease: &str) -> Vec<Case> {
+    let enq = "/v1/queues/q/messages";
+    let far = 4_102_444_800_000u64 + TEN_YEARS_MS; // well past now + 10 years
+    let big = "x".repeat(MAX_PAYLOAD + 1);
+    let many: Vec<Value> = (0..1001).map(|_| json!({"payload": ""})).collect();
+    let mut cases = vec![
+        case(
+            "truncated JSON",
+            "POST",
+            enq,
+            r#"{"payload":"#,
+            400,
+            "invalid_json",
+        ),
+        case("not JSON", "POST", enq, "hello", 400, "invalid_json"),
+        case(
+            "delay as string",
+            "POST",
+            enq,
+            json!({"payload": "p", "delay_ms": "10"}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "fractional delay",
+            "POST",
+            enq,
+            r#"{"payload":"p","delay_ms":1.5}"#,
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "negative delay",
+            "POST",
+            enq,
+            json!({"payload": "p", "delay_ms": -1}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "delay beyond u64",
+            "POST",
+            enq,
+            r#"{"payload":"p","delay_ms":18446744073709551616}"#,
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "delay over max",
+            "POST",
+            enq,
+            json!({"payload": "p", "delay_ms": TEN_YEARS_MS + 1}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "deliver_at over max",
+            "POST",
+            enq,
+            json!({"payload": "p", "deliver_at": far}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "delay and deliver_at",
+            "POST",
+            enq,
+            json!({"payload": "p", "delay_ms": 1, "deliver_at": 1}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "missing payload",
+            "POST",
+            enq,
+            json!({"id": "new"}),
+            400,
+            "invalid_argument",
+        ),
+        case("empty body", "POST", enq, "", 400, "invalid_argument"),
+        case(
+            "both payload kinds",
+            "POST",
+            enq,
+            json!({"payload": "p", "payload_base64": "cA=="}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "bad base64",
+            "POST",
+            enq,
+            json!({"payload_base64": "***"}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "payload over the limit",
+            "POST",
+            enq,
+            json!({"payload": big}),
+            413,
+            "payload_too_large",
+        ),
+        case(
+            "body over the limit",
+            "POST",
+            enq,
+            "x".repeat(MAX_BODY + 1),
+            413,
+            "payload_too_large",
+        ),
+        case(
+            "unknown field",
+            "POST",
+            enq,
+            json!({"payload": "p", "dealy_ms": 1000}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "delayd- header",
+            "POST",
+            enq,
+            json!({"payload": "p", "headers": {"delayd-x": "1"}}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "Delayd- header any case",
+            "POST",
+            enq,
+            json!({"payload": "p", "headers": {"DelayD-Id": "1"}}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "priority over u32",
+            "POST",
+            enq,
+            json!({"payload": "p", "priority": 4_294_967_296u64}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "bad queue name",
+            "POST",
+            "/v1/queues/bad%20name/messages",
+            json!({"payload": "p"}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "overlong queue name",
+            "PUT",
+            &format!("/v1/queues/{}", "q".repeat(129)),
+            "",
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "overlong id in body",
+            "POST",
+            enq,
+            json!({"id": "i".repeat(257), "payload": "p"}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "overlong id in path",
+            "GET",
+            &format!("/v1/queues/q/messages/{}", "i".repeat(257)),
+            "",
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "bad id chars",
+            "POST",
+            enq,
+            json!({"id": "a b", "payload": "p"}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "batch too large",
+            "POST",
+            "/v1/queues/q/batch",
+            json!({"messages": many}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "batch unknown field",
+            "POST",
+            "/v1/queues/q/batch",
+            json!({"messages": [], "x": 1}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "unknown lease",
+            "POST",
+            "/v1/queues/q/messages/lm/ack",
+            json!({"lease_id": "nope"}),
+            409,
+            "lease_mismatch",
+        ),
+        case(
+            "ack of a ready message",
+            "POST",
+            "/v1/queues/q/messages/m/ack",
+            json!({"lease_id": "nope"}),
+            409,
+            "lease_mismatch",
+        ),
+        case(
+            "double ack",
+            "POST",
+            "/v1/queues/q/messages/acked/ack",
+            json!({"lease_id": acked_lease}),
+            404,
+            "message_not_found",
+        ),
+        case(
+            "ack without lease_id",
+            "POST",
+            "/v1/queues/q/messages/lm/ack",
+            json!({}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "nack unknown lease",
+            "POST",
+            "/v1/queues/q/messages/lm/nack",
+            json!({"lease_id": "nope"}),
+            409,
+            "lease_mismatch",
+        ),
+        case(
+            "extend unknown lease",
+            "POST",
+            "/v1/queues/q/messages/lm/extend",
+            json!({"lease_id": "nope"}),
+            409,
+            "lease_mismatch",
+        ),
+        case(
+            "unknown message",
+            "GET",
+            "/v1/queues/q/messages/ghost",
+            "",
+            404,
+            "message_not_found",
+        ),
+        case(
+            "cancel unknown message",
+            "DELETE",
+            "/v1/queues/q/messages/ghost",
+            "",
+            404,
+            "message_not_found",
+        ),
+        case(
+            "patch leased",
+            "PATCH",
+            "/v1/queues/q/messages/lm",
+            json!({"priority": 1}),
+            409,
+            "invalid_state",
+        ),
+        case(
+            "patch both delays",
+            "PATCH",
+            "/v1/queues/q/messages/s",
+            json!({"delay_ms": 1, "deliver_at": 1}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "unknown queue",
+            "GET",
+            "/v1/queues/ghost",
+            "",
+            404,
+            "queue_not_found",
+        ),
+        case(
+            "lease max 0",
+            "POST",
+            "/v1/queues/q/leases",
+            json!({"max": 0}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "lease max 1001",
+            "POST",
+            "/v1/queues/q/leases",
+            json!({"max": 1001}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "lease wait too long",
+            "POST",
+            "/v1/queues/q/leases",
+            json!({"wait_ms": 60001}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "lease typo",
+            "POST",
+            "/v1/queues/q/leases",
+            json!({"wait": 1}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "dead limit too big",
+            "GET",
+            "/v1/queues/q/dead?limit=1001",
+            "",
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "dead limit not a number",
+            "GET",
+            "/v1/queues/q/dead?limit=ten",
+            "",
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "dead unknown param",
+            "GET",
+            "/v1/queues/q/dead?limt=5",
+            "",
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "retry multiplier below 1",
+            "PUT",
+            "/v1/queues/q",
+            json!({"retry": {"multiplier": 0.5}}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "queue unknown field",
+            "PUT",
+            "/v1/queues/q",
+            json!({"lease": 5}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "lease_ms fraction",
+            "PUT",
+            "/v1/queues/q",
+            json!({"lease_ms": 1.5}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "push not allowed",
+            "PUT",
+            "/v1/queues/q",
+            json!({"push": {"url": "http://169.254.169.254/"}}),
+            400,
+            "invalid_argument",
+        ),
+        case("unknown route", "GET", "/v1/nope", "", 404, "not_found"),
+        case(
+            "unknown top-level route",
+            "GET",
+            "/nope",
+            "",
+            404,
+            "not_found",
+        ),
+        case(
+            "wrong method",
+            "DELETE",
+            "/v1/queues/q/leases",
+            "",
+            405,
+            "method_not_allowed",
+        ),
+        case(
+            "wrong method on queue",
+            "POST",
+            "/v1/queues/q",
+            "",
+            405,
+            "method_not_allowed",
+        ),
+    ];
+    let mut wrong = case("wrong token", "GET", "/v1/queues", "", 401, "unauthorized");
+    wrong.headers = vec![("authorization", "Bearer nope".into())];
+    let mut missing = case(
+        "missing token",
+        "POST",
+        enq,
+        json!({"payload": "p"}),
+        401,
+        "unauthorized",
+    );
+    missing.headers.clear();
+    let mut metrics = case(
+        "metrics without token",
+        "GET",
+        "/metrics",
+        "",
+        401,
+        "unauthorized",
+    );
+    metrics.headers.clear();
+    let mut basic = case(
+        "basic instead of bearer",
+        "GET",
+        "/v1/queues",
+        "",
+        401,
+        "unauthorized",
+    );
+    basic.headers = vec![("authorization", format!("Basic {TOKEN}"))];
+    cases.extend([wrong, missing, metrics, basic]);
+    cases
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_and_changes_nothing_model() {
+    bad_input_is_refused_and_changes_nothing(common::model()).await;
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_and_changes_nothing_local() {
+    let (broker, _dir) = common::local_broker().await;
+    bad_input_is_refused_and_changes_nothing(broker).await;
+}
+
+async fn bad_input_is_refused_and_changes_nothing(broker: std::sync::Arc<dyn delayd_core::Broker>) {
+    let options = ServerOptions {
+        tokens: vec!["other".into(), TOKEN.into()],
+        max_payload: MAX_PAYLOAD,
+        max_body: MAX_BODY,
+        ..ServerOptions::default()
+    };
+    let s = common::start(broker, options).await;
+    let acked_lease = setup(&s).await;
+    let before = snapshot(&s).await;
+    let mut failures = Vec::new();
+    for c in cases(&acked_lease) {
+        let headers: Vec<(&str, &str)> = c.headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let r = s.raw(c.method, &c.path, c.body.clone(), &headers).await;
+        let code = r.body["error"]["code"]
+            .as_str()
+            .unwrap_or("<none>")
+            .to_owned();
+        if r.status != c.status || code != c.code {
+            failures.push(format!(
+                "{}: got {} {code} ({}), want {} {}",
+                c.name, r.status, r.body, c.status, c.code
+            ));
+        }
+        if snapshot(&s).await != before {
+            failures.push(format!("{}: changed the store", c.name));
+        }
+    }
+    for (path, name) in [
+        ("/v1/queues/./messages", "dot"),
+        ("/v1/queues/../messages", "dotdot"),
+    ] {
+        let (status, body) =
+            raw_http(s.addr, "POST", path, r#"{"payload":"p"}"#, Some(TOKEN)).await;
+        if (status, body["error"]["code"].as_str()) != (400, Some("invalid_argument")) {
+            failures.push(format!("{name}: got {status} {body}"));
+        }
+    }
+    assert_eq!(snapshot(&s).await, before);
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    s.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn open_routes_and_content_type() {
+    let options = ServerOptions {
+        tokens: vec![TOKEN.into()],
+        ..ServerOptions::default()
+    };
+    let s = common::start(common::model(), options).await;
+    for path in ["/healthz", "/readyz", "/openapi.json"] {
+        assert_eq!(
+            s.call("GET", path, None).await.status,
+            200,
+            "{path} must stay open"
+        );
+    }
+    // Parsed as JSON whatever the content-type says.
+    let auth = format!("Bearer {TOKEN}");
+    let r = s
+        .raw(
+            "POST",
+            "/v1/queues/q/messages",
+            br#"{"payload":"p"}"#.to_vec(),
+            &[("authorization", &auth), ("content-type", "text/plain")],
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = s
+        .raw("GET", "/metrics", Vec::new(), &[("authorization", &auth)])
+        .await;
+    assert_eq!(r.status, 200);
+    // A 405 keeps its Allow header alongside the JSON body.
+    let r = s
+        .raw(
+            "DELETE",
+            "/v1/queues/q/leases",
+            Vec::new(),
+            &[("authorization", &auth)],
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (405, "method_not_allowed"));
+    assert_eq!(
+        r.headers.get("allow").map(|v| v.to_str().unwrap()),
+        Some("POST")
+    );
+    let content_type = r.headers.get("content-type").map(|v| v.to_str().unwrap());
+    assert_eq!(content_type, Some("application/json"));
+    s.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn no_auto_create_refuses_unknown_queues() {
+    let options = ServerOptions {
+        auto_create: false,
+        ..ServerOptions::default()
+    };
+    let s = common::start(common::model(), options).await;
+    let r = s
+        .call(
+            "POST",
+            "/v1/queues/new/messages",
+            Some(json!({"payload": "p"})),
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (404, "queue_not_found"));
+    let r = s.call("GET", "/v1/queues", None).await;
+    assert_eq!(r.body["queues"], json!([]));
+    assert_eq!(s.call("PUT", "/v1/queues/new", None).await.status, 201);
+    let r = s
+        .call(
+            "POST",
+            "/v1/queues/new/messages",
+            Some(json!({"payload": "p"})),
+        )
+        .await;
+    assert_eq!(r.status, 201);
+    s.stop().await.unwrap();
+}

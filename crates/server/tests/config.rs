@@ -1,0 +1,231 @@
+//! `delayd serve` option resolution: flags > DELAYD_* env > TOML file >
+//! defaults, and clear errors for bad values.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::time::Duration;
+
+use clap::Parser;
+use delayd_server::config::{parse_duration, parse_size, ConfigError};
+use delayd_server::{DurabilitySetting, ServeArgs, ServeConfig, StoreConfig};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+fn args(flags: &[&str]) -> ServeArgs {
+    let argv = std::iter::once("delayd").chain(flags.iter().copied());
+    Cli::try_parse_from(argv).unwrap().serve
+}
+
+fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn file(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    f
+}
+
+#[test]
+fn defaults() {
+    let c = ServeConfig::resolve(&args(&[]), env(&[])).unwrap();
+    assert_eq!(c.http.to_string(), "127.0.0.1:7070");
+    assert_eq!(
+        c.beanstalk.map(|a| a.to_string()),
+        Some("127.0.0.1:11300".into())
+    );
+    assert_eq!(
+        c.store,
+        StoreConfig::Local {
+            data_dir: "./delayd-data".into(),
+            durability: DurabilitySetting::Always
+        }
+    );
+    assert_eq!(c.options, delayd_server::ServerOptions::default());
+    assert_eq!(c.options.max_payload, 1 << 20);
+    assert_eq!(c.options.max_delay_ms, 3650 * 86_400_000);
+    assert!(c.options.auto_create && c.options.tokens.is_empty() && c.push_allow.is_empty());
+    assert_eq!(c.horizon, None);
+}
+
+#[test]
+fn precedence_flags_env_file_defaults() {
+    let f = file("http = \"127.0.0.1:1\"\nbeanstalk = \"127.0.0.1:2\"\nmax_payload = \"64KiB\"\nmax_delay = \"48h\"\ntoken = [\"file\"]\nno_auto_create = true\n");
+    let path = f.path().to_str().unwrap();
+    let e = env(&[
+        ("DELAYD_BEANSTALK", "off"),
+        ("DELAYD_MAX_PAYLOAD", "1MB"),
+        ("DELAYD_TOKEN", "e1, e2"),
+        ("DELAYD_UNRELATED", "x"),
+        ("HOME", "/"),
+    ]);
+    let c = ServeConfig::resolve(
+        &args(&[
+            "--config",
+            path,
+            "--max-payload",
+            "100",
+            "--http",
+            "127.0.0.1:3",
+        ]),
+        e.clone(),
+    )
+    .unwrap();
+    assert_eq!(c.http.to_string(), "127.0.0.1:3", "flag beats env and file");
+    assert_eq!(c.options.max_payload, 100, "flag beats env and file");
+    assert_eq!(c.beanstalk, None, "env beats file");
+    assert_eq!(
+        c.options.tokens,
+        vec!["e1", "e2"],
+        "env list is comma-separated and beats file"
+    );
+    assert_eq!(c.options.max_delay_ms, 48 * 3_600_000, "file beats default");
+    assert!(!c.options.auto_create, "file beats default");
+
+    let c = ServeConfig::resolve(&args(&["--config", path]), env(&[])).unwrap();
+    assert_eq!(c.http.to_string(), "127.0.0.1:1");
+    assert_eq!(c.options.max_payload, 64 * 1024);
+    assert_eq!(c.options.tokens, vec!["file"]);
+
+    let c = ServeConfig::resolve(
+        &args(&["--config", path, "--token", "a", "--token", "b"]),
+        e,
+    )
+    .unwrap();
+    assert_eq!(c.options.tokens, vec!["a", "b"], "repeated flags beat env");
+    // The config file path itself may come from the environment.
+    let c = ServeConfig::resolve(&args(&[]), env(&[("DELAYD_CONFIG", path)])).unwrap();
+    assert_eq!(c.http.to_string(), "127.0.0.1:1");
+}
+
+#[test]
+fn stores_and_durability() {
+    let c = ServeConfig::resolve(
+        &args(&["--store", "redis://a:6379,redis://b:6379/2"]),
+        env(&[]),
+    )
+    .unwrap();
+    assert_eq!(
+        c.store,
+        StoreConfig::Redis {
+            urls: vec!["redis://a:6379".into(), "redis://b:6379/2".into()]
+        }
+    );
+    let c = ServeConfig::resolve(
+        &args(&["--durability", "interval", "--data", "/tmp/x"]),
+        env(&[]),
+    )
+    .unwrap();
+    assert_eq!(
+        c.store,
+        StoreConfig::Local {
+            data_dir: "/tmp/x".into(),
+            durability: DurabilitySetting::Interval(Duration::from_millis(50))
+        }
+    );
+    let e = env(&[
+        ("DELAYD_DURABILITY", "interval"),
+        ("DELAYD_DURABILITY_INTERVAL", "1s"),
+    ]);
+    let c =
+        ServeConfig::resolve(&args(&["--horizon", "5m", "--push-allow", "10.0.0.0/8"]), e).unwrap();
+    assert!(
+        matches!(c.store, StoreConfig::Local { durability: DurabilitySetting::Interval(d), .. } if d == Duration::from_secs(1))
+    );
+    assert_eq!(c.horizon, Some(Duration::from_secs(300)));
+    assert_eq!(c.push_allow, vec!["10.0.0.0/8"]);
+    assert_eq!(c.options.push_allow, vec!["10.0.0.0/8"]);
+    let c = ServeConfig::resolve(
+        &args(&["--durability", "never", "--no-auto-create"]),
+        env(&[]),
+    )
+    .unwrap();
+    assert!(matches!(
+        c.store,
+        StoreConfig::Local {
+            durability: DurabilitySetting::Never,
+            ..
+        }
+    ));
+    assert!(!c.options.auto_create);
+}
+
+fn error(flags: &[&str], e: &[(&str, &str)]) -> String {
+    match ServeConfig::resolve(&args(flags), env(e)) {
+        Ok(c) => panic!("expected an error for {flags:?} {e:?}, got {c:?}"),
+        Err(err) => err.to_string(),
+    }
+}
+
+#[test]
+fn bad_values_give_clear_errors() {
+    let msg = error(&["--max-payload", "12 parsecs"], &[]);
+    assert!(
+        msg.contains("max_payload") && msg.contains("command line") && msg.contains("unit"),
+        "{msg}"
+    );
+    let msg = error(&[], &[("DELAYD_MAX_DELAY", "forever")]);
+    assert!(
+        msg.contains("max_delay") && msg.contains("environment"),
+        "{msg}"
+    );
+    let msg = error(&["--max-delay", "3600"], &[]);
+    assert!(msg.contains("needs a unit"), "{msg}");
+    let msg = error(&["--http", "nowhere"], &[]);
+    assert!(msg.contains("http") && msg.contains("address"), "{msg}");
+    let msg = error(&["--durability", "sometimes"], &[]);
+    assert!(msg.contains("always, interval or never"), "{msg}");
+    let msg = error(&["--store", "mysql://x"], &[]);
+    assert!(msg.contains("redis://"), "{msg}");
+    let msg = error(&["--store", "redis://x:1", "--data", "/d"], &[]);
+    assert!(msg.contains("--data and --store"), "{msg}");
+    let msg = error(&["--push-allow", "10.0.0.0/99"], &[]);
+    assert!(msg.contains("prefix"), "{msg}");
+    let msg = error(&[], &[("DELAYD_NO_AUTO_CREATE", "maybe")]);
+    assert!(msg.contains("true or false"), "{msg}");
+
+    let f = file("max_payload = \"1MiB\"\nmax_paylod = 5\n");
+    let err = ServeConfig::resolve(&args(&["--config", f.path().to_str().unwrap()]), env(&[]))
+        .unwrap_err();
+    assert!(
+        matches!(err, ConfigError::File { .. })
+            && err.to_string().contains("unknown key \"max_paylod\""),
+        "{err}"
+    );
+    let f = file("http = [");
+    let err = ServeConfig::resolve(&args(&["--config", f.path().to_str().unwrap()]), env(&[]))
+        .unwrap_err();
+    assert!(matches!(err, ConfigError::File { .. }), "{err}");
+    let err =
+        ServeConfig::resolve(&args(&["--config", "/no/such/file.toml"]), env(&[])).unwrap_err();
+    assert!(matches!(err, ConfigError::ReadFile { .. }), "{err}");
+}
+
+#[test]
+fn sizes_and_durations() {
+    assert_eq!(parse_size("65536"), Ok(65536));
+    assert_eq!(parse_size("64KiB"), Ok(65536));
+    assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+    assert_eq!(parse_size("1MB"), Ok(1_000_000));
+    assert_eq!(parse_size("2 gib"), Ok(2 << 30));
+    assert!(parse_size("").is_err());
+    assert!(parse_size("1.5MiB").is_err());
+    assert!(parse_size("-1").is_err());
+    assert!(parse_size("99999999999999GiB").is_err());
+    assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+    assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+    assert_eq!(parse_duration("48h"), Ok(Duration::from_secs(48 * 3600)));
+    assert_eq!(
+        parse_duration("3650d"),
+        Ok(Duration::from_secs(3650 * 86400))
+    );
+    assert!(parse_duration("soon").is_err());
+    assert!(parse_duration("10").is_err());
+}

@@ -1,0 +1,267 @@
+// One queue: counts and actions (pause/resume, purge), the due-time
+// histogram of its scheduled messages, and the per-state message lists with
+// paging and row actions (cancel, reschedule, redrive).
+
+import * as api from './api.js';
+import { h, clear, route, fmtCount, fmtTime, fmtRelative, preview, notify } from './dom.js';
+import { dueHistogram } from './charts.js';
+
+const REFRESH_MS = 5000;
+const PAGE = 50;
+const STATES = ['scheduled', 'ready', 'leased', 'dead'];
+// The time that matters in each list: [column title, message field].
+const TIME_COLUMN = {
+  scheduled: ['due', 'deliver_at'],
+  ready: ['due', 'deliver_at'],
+  leased: ['lease ends', 'lease_until'],
+  dead: ['died', 'died_at'],
+};
+// Span and bucket count of each histogram range.
+const RANGES = {
+  hour: { span: 3600e3, buckets: 60, label: 'Next hour' },
+  day: { span: 24 * 3600e3, buckets: 48, label: 'Next day' },
+  month: { span: 30 * 24 * 3600e3, buckets: 30, label: 'Next 30 days' },
+};
+
+export function render(main, { queue }, ctx) {
+  const view = {
+    queue,
+    ctx,
+    range: 'hour',
+    state: 'scheduled',
+    pages: [null], // `after` cursors of the pages visited, for "previous"
+    header: h('section', { class: 'card queue-header' }),
+    chart: h('section', { class: 'card chart' }),
+    lists: h('section', { class: 'card lists' }),
+  };
+  main.append(
+    h('p', { class: 'crumbs' }, h('a', { href: '#/', text: 'Queues' }), ' / ', queue),
+    view.header,
+    view.chart,
+    view.lists,
+  );
+  refreshAll(view);
+  const timer = setInterval(() => {
+    refreshHeader(view);
+    refreshChart(view);
+  }, REFRESH_MS);
+  return () => clearInterval(timer);
+}
+
+function refreshAll(view) {
+  refreshHeader(view);
+  refreshChart(view);
+  refreshList(view);
+}
+
+async function refreshHeader(view) {
+  let info;
+  try {
+    info = await api.queue(view.queue);
+  } catch (err) {
+    clear(view.header).append(h('p', { class: 'error', text: err.message }));
+    return;
+  }
+  const counts = h(
+    'dl',
+    { class: 'counts' },
+    STATES.map((s) => h('div', { class: `count count-${s}` }, h('dt', { text: s }), h('dd', { text: fmtCount(info.stats[s]) }))),
+  );
+  const toggle = info.paused
+    ? button('Resume', 'resume', () => act(view, () => api.resume(view.queue), 'Queue resumed.'))
+    : button('Pause', 'pause', () => act(view, () => api.pause(view.queue), 'Queue paused.'));
+  clear(view.header).append(
+    h(
+      'div',
+      { class: 'title-row' },
+      h('h1', { text: info.name }),
+      h('span', { class: info.paused ? 'badge paused' : 'badge', attrs: { 'data-test': 'paused-flag' }, text: info.paused ? 'paused' : 'active' }),
+    ),
+    counts,
+    h('div', { class: 'actions' }, toggle, button('Purge…', 'purge', () => purge(view), 'danger')),
+  );
+}
+
+function button(text, name, onclick, kind = '') {
+  return h('button', { type: 'button', class: kind, attrs: { 'data-action': name }, text, on: { click: onclick } });
+}
+
+// Runs an action, reports its outcome and redraws everything.
+async function act(view, call, done) {
+  try {
+    await call();
+    notify(done);
+  } catch (err) {
+    notify(err.message, 'error');
+  }
+  refreshAll(view);
+}
+
+// Purge deletes the queue with all its messages (DELETE /v1/queues/{queue}):
+// one atomic call rather than cancelling page by page, which could race
+// with producers. The queue comes back if anything enqueues to it again.
+async function purge(view) {
+  const confirmed = await view.ctx.confirm({
+    title: 'Purge queue',
+    text: 'This deletes the queue and every message in it, in every state. It cannot be undone.',
+    expected: view.queue,
+  });
+  if (!confirmed) return;
+  try {
+    await api.purge(view.queue);
+    notify(`Queue ${view.queue} purged.`);
+    location.hash = '#/';
+  } catch (err) {
+    notify(err.message, 'error');
+  }
+}
+
+async function refreshChart(view) {
+  const range = RANGES[view.range];
+  const from = Date.now();
+  const tabs = h(
+    'div',
+    { class: 'tabs', attrs: { role: 'tablist' } },
+    Object.entries(RANGES).map(([key, r]) =>
+      h('button', {
+        type: 'button',
+        class: key === view.range ? 'tab active' : 'tab',
+        attrs: { 'data-range': key, 'aria-selected': key === view.range },
+        text: r.label,
+        on: { click: () => ((view.range = key), refreshChart(view)) },
+      }),
+    ),
+  );
+  let body;
+  try {
+    const hist = await api.histogram(view.queue, from, from + range.span, range.buckets);
+    const total = hist.counts.reduce((a, b) => a + b, 0);
+    body = [
+      h('p', { class: 'muted', attrs: { 'data-test': 'histogram-total' }, text: `${fmtCount(total)} scheduled in range${hist.truncated ? ' (at least; the count stopped early)' : ''}` }),
+      // Drawn at the card's pixel width so labels keep their size on a phone.
+      dueHistogram(hist, { width: Math.max(300, Math.min(1100, view.chart.clientWidth - 32)) }),
+    ];
+  } catch (err) {
+    body = [h('p', { class: err.status === 404 ? 'muted' : 'error', text: err.message })];
+  }
+  clear(view.chart).append(h('h2', { text: 'Due times of scheduled messages' }), tabs, ...body);
+}
+
+async function refreshList(view) {
+  const after = view.pages[view.pages.length - 1];
+  const tabs = h(
+    'div',
+    { class: 'tabs' },
+    STATES.map((s) =>
+      h('button', {
+        type: 'button',
+        class: s === view.state ? 'tab active' : 'tab',
+        attrs: { 'data-state': s },
+        text: s,
+        on: { click: () => ((view.state = s), (view.pages = [null]), refreshList(view)) },
+      }),
+    ),
+  );
+  let messages = [];
+  let problem = null;
+  try {
+    messages = (await api.list(view.queue, view.state, PAGE, after)).messages;
+  } catch (err) {
+    problem = h('p', { class: err.status === 404 ? 'muted' : 'error', text: err.message });
+  }
+  const tools = [];
+  if (view.state === 'dead' && messages.length) {
+    tools.push(button('Redrive all', 'redrive-all', () => act(view, () => api.redrive(view.queue), 'All dead messages redriven.')));
+  }
+  clear(view.lists).append(
+    h('h2', { text: 'Messages' }),
+    tabs,
+    h('div', { class: 'actions' }, tools),
+    problem || messageTable(view, messages),
+    pager(view, messages.length),
+  );
+}
+
+function pager(view, count) {
+  const previous = button('← Previous', 'prev-page', () => (view.pages.pop(), refreshList(view)));
+  previous.disabled = view.pages.length < 2;
+  const next = button('Next →', 'next-page', () => {
+    const rows = view.lists.querySelectorAll('tr[data-id]');
+    view.pages.push(rows[rows.length - 1].dataset.id);
+    refreshList(view);
+  });
+  next.disabled = count < PAGE;
+  return h('div', { class: 'pager' }, previous, h('span', { class: 'muted', text: `page ${view.pages.length}` }), next);
+}
+
+function messageTable(view, messages) {
+  if (messages.length === 0) return h('p', { class: 'muted', text: `No ${view.state} messages.` });
+  const head = h(
+    'tr',
+    {},
+    h('th', { text: 'id' }),
+    h('th', { text: TIME_COLUMN[view.state][0] }),
+    h('th', { class: 'num wide-only', text: 'attempts' }),
+    h('th', { class: 'num wide-only', text: 'priority' }),
+    h('th', { text: 'payload' }),
+    h('th', {}),
+  );
+  const rows = messages.map((m) =>
+    h(
+      'tr',
+      { attrs: { 'data-id': m.id } },
+      h('td', { class: 'id' }, h('a', { href: route('queues', view.queue, 'messages', m.id), text: m.id })),
+      h('td', { class: 'when', attrs: { title: fmtTime(m[TIME_COLUMN[view.state][1]]) }, text: fmtRelative(m[TIME_COLUMN[view.state][1]]) }),
+      h('td', { class: 'num wide-only', text: m.attempts }),
+      h('td', { class: 'num wide-only', text: m.priority }),
+      h('td', { class: 'payload', text: preview(m) }),
+      h('td', {}, h('div', { class: 'row-actions' }, rowActions(view, m))),
+    ),
+  );
+  return h('div', { class: 'scroll' }, h('table', { class: 'messages' }, h('thead', {}, head), h('tbody', {}, rows)));
+}
+
+export function rowActions(view, m, after = () => refreshAll(view)) {
+  const run = async (call, done) => {
+    try {
+      await call();
+      notify(done);
+    } catch (err) {
+      notify(err.message, 'error');
+    }
+    after();
+  };
+  const actions = [];
+  if (m.state === 'dead') {
+    actions.push(button('Redrive', 'redrive', () => run(() => api.redrive(view.queue, [m.id]), `Redrove ${m.id}.`)));
+  }
+  if (m.state === 'scheduled' || m.state === 'ready') {
+    actions.push(button('Reschedule', 'reschedule', () => reschedule(view, m, run)));
+  }
+  actions.push(button('Cancel', 'cancel', () => run(() => api.cancel(view.queue, m.id), `Cancelled ${m.id}.`), 'danger'));
+  return actions;
+}
+
+// Asks for a new delay inline (no window.prompt: it blocks the page and
+// cannot be styled or tested reliably).
+function reschedule(view, m, run) {
+  const input = h('input', { type: 'number', min: 0, step: 1, value: 60, attrs: { 'aria-label': 'delay in seconds', 'data-test': 'delay-seconds' } });
+  const form = h(
+    'form',
+    {
+      class: 'inline-form',
+      on: {
+        submit: (event) => {
+          event.preventDefault();
+          const seconds = Math.max(0, Math.round(Number(input.value) || 0));
+          run(() => api.reschedule(view.queue, m.id, seconds * 1000), `Rescheduled ${m.id} in ${seconds}s.`);
+        },
+      },
+    },
+    h('label', {}, 'deliver in (s) ', input),
+    h('button', { type: 'submit', text: 'Save', attrs: { 'data-action': 'reschedule-save' } }),
+  );
+  const cell = document.activeElement && document.activeElement.closest('.row-actions, .actions');
+  if (cell) clear(cell).append(form);
+  input.focus();
+}

@@ -1,0 +1,308 @@
+// End-to-end tests of the dashboard at $DELAYD_URL/ui in headless Chromium
+// (Debian's /usr/bin/chromium driven by playwright-core). Data is seeded
+// through the public HTTP API into a queue unique to this run, so the tests
+// do not depend on what else the server holds. Screenshots go to
+// artifacts/screenshots/ (and the overview to docs/img/dashboard.png).
+//
+// Env: DELAYD_URL (default http://127.0.0.1:7070), DELAYD_TOKEN (when the
+// server requires one; also enables the token-prompt test).
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { chromium } from 'playwright-core';
+import { mkdtempSync, mkdirSync, copyFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const BASE = (process.env.DELAYD_URL || 'http://127.0.0.1:7070').replace(/\/$/, '');
+const TOKEN = process.env.DELAYD_TOKEN || '';
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const SHOTS = join(ROOT, 'artifacts', 'screenshots');
+const QUEUE = `ui-e2e-${Date.now()}`;
+const XSS = '<script>alert(1)</script>';
+const EVIL_HEADER = '<img src=x onerror=alert(2)>';
+const MINUTE = 60_000;
+const CHROMIUM_FLAGS = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+];
+
+let context;
+let userDataDir;
+const dialogs = [];
+const pageErrors = [];
+
+async function call(method, path, body) {
+  const headers = { 'content-type': 'application/json' };
+  if (TOKEN) headers.authorization = `Bearer ${TOKEN}`;
+  const response = await fetch(BASE + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+const enqueue = (queue, body) => call('POST', `/v1/queues/${queue}/messages`, body);
+
+// 3 messages due at +10 min, 1 (the XSS payload) at +20, 2 at +40, 1 at +2 h
+// (outside the next hour); one ready; one dead (max_attempts 1, nacked).
+async function seed() {
+  await call('PUT', `/v1/queues/${QUEUE}`, { lease_ms: 60_000 });
+  const t0 = Date.now();
+  for (const i of [1, 2, 3]) await enqueue(QUEUE, { id: `ten-${i}`, deliver_at: t0 + 10 * MINUTE, payload: `job ${i}` });
+  await enqueue(QUEUE, { id: 'xss', deliver_at: t0 + 20 * MINUTE, payload: XSS, headers: { 'x-evil': EVIL_HEADER } });
+  for (const i of [1, 2]) await enqueue(QUEUE, { id: `forty-${i}`, deliver_at: t0 + 40 * MINUTE, payload: `{"n":${i}}` });
+  await enqueue(QUEUE, { id: 'two-hours', deliver_at: t0 + 120 * MINUTE, payload: 'later' });
+  await enqueue(QUEUE, { id: 'doomed', payload: 'fail me', priority: 0, max_attempts: 1 });
+  const { messages } = await call('POST', `/v1/queues/${QUEUE}/leases`, { max: 1 });
+  assert.equal(messages[0].id, 'doomed');
+  await call('POST', `/v1/queues/${QUEUE}/messages/doomed/nack`, { lease_id: messages[0].lease_id });
+  await enqueue(QUEUE, { id: 'ready-1', payload: 'hello' });
+  const info = await call('GET', `/v1/queues/${QUEUE}`);
+  assert.deepEqual(info.stats, { scheduled: 7, ready: 1, leased: 0, dead: 1 });
+}
+
+// Enqueue/lease/ack traffic on a side queue for a few seconds, so the
+// sparklines have something to show. Bounded in rounds and time.
+async function traffic(ms) {
+  const queue = `${QUEUE}-traffic`;
+  const until = Date.now() + ms;
+  for (let round = 0; round < 300 && Date.now() < until; round++) {
+    const messages = Array.from({ length: 1 + (round % 7) }, (_, i) => ({ payload: `tick ${round}.${i}` }));
+    await call('POST', `/v1/queues/${queue}/batch`, { messages });
+    const leased = await call('POST', `/v1/queues/${queue}/leases`, { max: 10 });
+    for (const m of leased.messages) {
+      await call('POST', `/v1/queues/${queue}/messages/${encodeURIComponent(m.id)}/ack`, { lease_id: m.lease_id });
+    }
+    await new Promise((done) => setTimeout(done, 40)); // pacing, not synchronisation
+  }
+}
+
+async function newPage({ withToken = true } = {}) {
+  const page = await context.newPage();
+  page.setDefaultTimeout(15_000);
+  page.on('dialog', (dialog) => {
+    dialogs.push(dialog.message());
+    dialog.dismiss().catch(() => {});
+  });
+  page.on('pageerror', (err) => pageErrors.push(err.message));
+  if (withToken && TOKEN) {
+    await page.addInitScript((token) => sessionStorage.setItem('delayd.token', token), TOKEN);
+  }
+  return page;
+}
+
+const shot = (page, name) => page.screenshot({ path: join(SHOTS, name), fullPage: true });
+
+before(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  userDataDir = mkdtempSync(join(tmpdir(), 'delayd-chromium-'));
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: CHROMIUM_FLAGS,
+    viewport: { width: 1280, height: 900 },
+  });
+  await seed();
+});
+
+after(async () => {
+  await context?.close();
+  if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
+  await call('DELETE', `/v1/queues/${QUEUE}`).catch(() => {});
+  await call('DELETE', `/v1/queues/${QUEUE}-traffic`).catch(() => {});
+});
+
+test('overview lists the queue with counts by state', async () => {
+  const page = await newPage();
+  await page.goto(`${BASE}/ui`);
+  const row = page.locator(`tr[data-queue="${QUEUE}"]`);
+  await row.waitFor();
+  assert.equal(await row.locator('.count-scheduled').textContent(), '7');
+  assert.equal(await row.locator('.count-ready').textContent(), '1');
+  assert.equal(await row.locator('.count-dead').textContent(), '1');
+  assert.equal(await row.locator('.badge').textContent(), 'active');
+  // Give the sparklines a few samples of traffic for the screenshot.
+  const running = traffic(12_000);
+  await page.waitForFunction(() => {
+    const lines = [...document.querySelectorAll('.metrics svg.sparkline polyline')];
+    const values = [...document.querySelectorAll('.metric-value')].map((e) => e.textContent);
+    const points = lines.map((l) => l.getAttribute('points').split(' ').length);
+    return points.length >= 2 && points[0] >= 4 && values[0] !== '0.0/s' && values[1] !== '0.0/s';
+  }, null, { timeout: 20_000 });
+  await shot(page, 'overview.png');
+  await running;
+  copyFileSync(join(SHOTS, 'overview.png'), join(ROOT, 'docs', 'img', 'dashboard.png'));
+  await page.close();
+});
+
+async function barCounts(page) {
+  return page.$$eval('svg.histogram rect.bar', (bars) => bars.map((b) => Number(b.getAttribute('data-count'))));
+}
+
+test('queue page: the histogram reflects the scheduled messages', async () => {
+  const page = await newPage();
+  await page.goto(`${BASE}/ui`);
+  await page.locator(`tr[data-queue="${QUEUE}"] a`).click();
+  await page.locator('h1', { hasText: QUEUE }).waitFor();
+  await page.locator('svg.histogram').waitFor();
+  let counts = await barCounts(page);
+  assert.equal(counts.length, 60, 'one bar a minute over the next hour');
+  assert.deepEqual(counts.filter((c) => c > 0), [3, 1, 2], 'due at +10, +20 and +40 minutes');
+  assert.ok(counts.indexOf(3) >= 8 && counts.indexOf(3) <= 10, `+10 min bar at ${counts.indexOf(3)}`);
+  await shot(page, 'queue.png');
+
+  await page.click('button[data-range="day"]');
+  await page.waitForFunction(() => document.querySelectorAll('svg.histogram rect.bar').length === 48);
+  counts = await barCounts(page);
+  assert.equal(counts.reduce((a, b) => a + b, 0), 7, 'the +2 h message counts in the next day');
+  await page.close();
+});
+
+test('a payload containing <script> is shown as text and never runs', async () => {
+  const page = await newPage();
+  await page.goto(`${BASE}/ui/#/queues/${QUEUE}`);
+  const cell = page.locator('tr[data-id="xss"] td.payload');
+  assert.equal(await cell.textContent(), XSS);
+  await page.locator('tr[data-id="xss"] a').click();
+  const payload = page.locator('pre[data-test="payload"]');
+  await payload.waitFor();
+  assert.equal(await payload.textContent(), XSS);
+  assert.equal(await page.locator('table.headers td').textContent(), EVIL_HEADER);
+  assert.equal(await page.locator('main script, main img').count(), 0, 'no element made from data');
+  await shot(page, 'message-xss.png');
+  assert.deepEqual(dialogs, [], 'no alert() fired');
+  await page.close();
+});
+
+test('redrive a dead message', async () => {
+  const page = await newPage();
+  await page.goto(`${BASE}/ui/#/queues/${QUEUE}`);
+  await page.click('button[data-state="dead"]');
+  const row = page.locator('tr[data-id="doomed"]');
+  await row.waitFor();
+  assert.equal(await page.locator('table.messages th').nth(1).textContent(), 'died');
+  assert.match(await row.locator('td.when').textContent(), /ago$/);
+  await shot(page, 'dead-before-redrive.png');
+  await row.locator('button[data-action="redrive"]').click();
+  await page.locator('text=No dead messages.').waitFor();
+  const message = await call('GET', `/v1/queues/${QUEUE}/messages/doomed`);
+  assert.equal(message.state, 'ready');
+  assert.equal(message.attempts, 0, 'redrive resets attempts');
+  await page.close();
+});
+
+test('reschedule and cancel from the message list', async () => {
+  const page = await newPage();
+  await page.goto(`${BASE}/ui/#/queues/${QUEUE}`);
+  const row = page.locator('tr[data-id="two-hours"]');
+  await row.locator('button[data-action="reschedule"]').click();
+  await row.locator('[data-test="delay-seconds"]').fill('30');
+  const before = Date.now();
+  await row.locator('button[data-action="reschedule-save"]').click();
+  await page.locator('tr[data-id="two-hours"] td.when', { hasText: /^in (2\d|30)s$/ }).waitFor();
+  const moved = await call('GET', `/v1/queues/${QUEUE}/messages/two-hours`);
+  assert.ok(moved.deliver_at >= before + 29_000 && moved.deliver_at <= Date.now() + 30_000, `deliver_at ${moved.deliver_at}`);
+
+  await page.locator('tr[data-id="ten-3"] button[data-action="cancel"]').click();
+  await page.locator('tr[data-id="ten-3"]').waitFor({ state: 'detached' });
+  await assert.rejects(call('GET', `/v1/queues/${QUEUE}/messages/ten-3`), /404/);
+  await page.close();
+});
+
+test('pause and resume the queue', async () => {
+  const page = await newPage();
+  await page.goto(`${BASE}/ui/#/queues/${QUEUE}`);
+  const flag = page.locator('[data-test="paused-flag"]');
+  await flag.waitFor();
+  assert.equal(await flag.textContent(), 'active');
+  await page.click('button[data-action="pause"]');
+  await page.locator('[data-test="paused-flag"]', { hasText: 'paused' }).waitFor();
+  assert.equal((await call('GET', `/v1/queues/${QUEUE}`)).paused, true);
+  await shot(page, 'paused.png');
+  await page.click('button[data-action="resume"]');
+  await page.locator('[data-test="paused-flag"]', { hasText: 'active' }).waitFor();
+  assert.equal((await call('GET', `/v1/queues/${QUEUE}`)).paused, false);
+  await page.close();
+});
+
+test('purge asks for the queue name, then deletes the queue', async () => {
+  const doomed = `${QUEUE}-purge`;
+  await enqueue(doomed, { payload: 'bye' });
+  const page = await newPage();
+  await page.goto(`${BASE}/ui/#/queues/${doomed}`);
+  await page.click('button[data-action="purge"]');
+  const ok = page.locator('#confirm-ok');
+  assert.equal(await ok.isDisabled(), true, 'confirm disabled until the name is typed');
+  await page.fill('#confirm-input', doomed);
+  await ok.click();
+  await page.waitForFunction(() => location.hash === '#/');
+  await assert.rejects(call('GET', `/v1/queues/${doomed}`), /404/);
+  await page.close();
+});
+
+test('fits a phone-sized screen', async () => {
+  const page = await newPage();
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(`${BASE}/ui/#/queues/${QUEUE}`);
+  await page.locator('svg.histogram').waitFor();
+  await page.locator('tr[data-id]').first().waitFor();
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 1, `page scrolls sideways by ${overflow}px`);
+  await shot(page, 'phone-queue.png');
+  await page.close();
+});
+
+test('asks for the token once and keeps it for the tab', { skip: TOKEN ? false : 'server started without a token' }, async () => {
+  const page = await newPage({ withToken: false });
+  await page.goto(`${BASE}/ui`);
+  const dialog = page.locator('#token-dialog');
+  await dialog.waitFor({ state: 'visible' });
+  await shot(page, 'token-prompt.png');
+  await page.fill('#token-input', TOKEN);
+  await page.click('#token-save');
+  await page.locator(`tr[data-queue="${QUEUE}"]`).waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('delayd.token')), TOKEN);
+  await page.reload();
+  await page.locator(`tr[data-queue="${QUEUE}"]`).waitFor();
+  assert.equal(await dialog.isVisible(), false, 'no second prompt after a reload');
+  await page.close();
+});
+
+test('sparkline maths: /metrics parsing, rates and lateness quantiles', async () => {
+  const page = await newPage();
+  await page.goto(`${BASE}/ui`);
+  const result = await page.evaluate(async () => {
+    const m = await import('/ui/metrics.js');
+    const scrape = (enqueued, acked, buckets) => [
+      '# TYPE delayd_http_requests_total counter',
+      `delayd_http_requests_total{method="POST",route="/v1/queues/{queue}/messages",status="201"} ${enqueued}`,
+      'delayd_http_requests_total{method="POST",route="/v1/queues/{queue}/messages",status="400"} 99',
+      `delayd_http_requests_total{method="POST",route="/v1/queues/{queue}/messages/{id}/ack",status="204"} ${acked}`,
+      ...buckets.map(([le, n]) => `delayd_fire_lateness_seconds_bucket{queue="a \\"q\\"",le="${le}"} ${n}`),
+      'delayd_fire_lateness_seconds_sum{queue="a"} 1.5',
+    ].join('\n');
+    const before = m.summarize(m.parse(scrape(10, 4, [['0.001', 0], ['0.01', 0], ['+Inf', 0]])));
+    // 100 fired in the interval: 50 within 1 ms, 40 more within 10 ms, 10 beyond.
+    const now = m.summarize(m.parse(scrape(30, 8, [['0.001', 50], ['0.01', 90], ['+Inf', 100]])));
+    const sampler = new m.Sampler();
+    sampler.record(now, before, 2);
+    const s = sampler.series;
+    return {
+      queues: [...now.lateness.keys()],
+      enqueue: s.enqueueRate, ack: s.ackRate, p50: s.p50, p99: s.p99,
+      p90: m.quantile(0.9, now.lateness.get('*')),
+    };
+  });
+  assert.deepEqual(result.queues.sort(), ['*', 'a "q"'], 'label values unescaped');
+  assert.deepEqual(result.enqueue, [10], '20 successful enqueues in 2 s; the 400s do not count');
+  assert.deepEqual(result.ack, [2]);
+  assert.ok(Math.abs(result.p50[0] - 0.001) < 1e-9, `p50 ${result.p50}`);
+  assert.ok(Math.abs(result.p90 - 0.01) < 1e-9, `p90 ${result.p90}`);
+  assert.equal(result.p99[0], 0.01, 'beyond the last finite bound: that bound');
+  await page.close();
+});
+
+test('no script errors on any page', () => {
+  assert.deepEqual(pageErrors, []);
+});
