@@ -15,7 +15,8 @@ fn cpu_ns() -> u64 {
 fn main() {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().map_or(1_000_000, |s| s.parse().expect("N"));
-    let cancel = args.next().is_some_and(|s| s == "cancel");
+    let mode = args.next().unwrap_or_default();
+    let cancel = mode == "cancel";
     let mut state = 42u64;
     let ds: Vec<u64> = (0..n)
         .map(|_| {
@@ -26,6 +27,27 @@ fn main() {
             (z ^ (z >> 31)) % 60_000
         })
         .collect();
+    if mode == "steady" {
+        // N pending; each op inserts one at now + rand and fires the earliest.
+        let mut w = Wheel::new();
+        for (k, &d) in ds.iter().enumerate() {
+            w.insert(d, k as u64);
+        }
+        let mut best = f64::INFINITY;
+        for round in 0..5 {
+            let t0 = cpu_ns();
+            for i in 0..1_000_000usize {
+                let now = w.now();
+                let x = ds[(i * 7 + round) % n];
+                w.insert(now + x, i as u64);
+                let due = w.next_deadline().unwrap_or(now);
+                black_box(w.poll_expired(due));
+            }
+            best = best.min((cpu_ns() - t0) as f64 / 1e6);
+        }
+        println!("best steady {best:.1} ns/op");
+        return;
+    }
     let reps = (3_000_000 / n).max(1);
     let mut best = f64::INFINITY;
     let mut handles = Vec::with_capacity(n);

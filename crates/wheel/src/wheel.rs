@@ -115,6 +115,9 @@ pub struct Wheel<T> {
     batch: Vec<ReadyItem>,
     /// Scratch space for `sort_batch`.
     sort_buf: Vec<ReadyItem>,
+    /// Ready-queue items whose entry was cancelled or rescheduled (dropped
+    /// lazily by `trim_ready`).
+    orphans: usize,
 }
 
 /// Highest level whose slots are made due in one batch when `target` reaches
@@ -149,6 +152,7 @@ impl<T> Wheel<T> {
             earliest: EarliestCache::default(),
             batch: Vec::new(),
             sort_buf: Vec::new(),
+            orphans: 0,
         }
     }
 
@@ -164,7 +168,9 @@ impl<T> Wheel<T> {
     /// stale. O(1).
     pub fn cancel(&mut self, handle: Handle) -> Option<T> {
         let ready = self.slab.get(handle.index, handle.generation)?.ready;
-        if !ready {
+        if ready {
+            self.orphans += 1;
+        } else {
             self.unlink(handle.index);
         }
         // A ready entry leaves a stale queue item behind; its stamp no longer
@@ -183,6 +189,7 @@ impl<T> Wheel<T> {
             .ok_or(StaleHandle)?;
         if entry.ready {
             entry.set_pending(); // orphans its ready item (stamp cleared)
+            self.orphans += 1;
         } else {
             self.unlink(handle.index);
         }
@@ -472,17 +479,26 @@ impl<T> Wheel<T> {
             ways &= ways - 1;
         }
         while live > 0 {
-            let mut i = 0;
-            while i < live {
-                let List { head: index, tail } = cursors[i];
-                let next = self.slab.at(index).next;
-                self.fire_entry(index, &mut batch);
-                if index == tail {
+            // Load every chain's current entry first (independent loads issued
+            // back to back, so their misses overlap), then process them.
+            let mut next = [NIL; WAYS];
+            let mut deadline = [0u64; WAYS];
+            for i in 0..live {
+                let entry = self.slab.at(cursors[i].head);
+                next[i] = entry.next;
+                deadline[i] = entry.deadline;
+            }
+            for i in 0..live {
+                self.fire_entry(cursors[i].head, deadline[i], &mut batch);
+            }
+            // Advance; drop finished chains (backwards, so swap-removal only
+            // moves chains already advanced).
+            for i in (0..live).rev() {
+                if cursors[i].head == cursors[i].tail {
                     live -= 1;
                     cursors[i] = cursors[live];
                 } else {
-                    cursors[i].head = next;
-                    i += 1;
+                    cursors[i].head = next[i];
                 }
             }
         }
@@ -535,8 +551,7 @@ impl<T> Wheel<T> {
 
     /// One entry of a slot being emptied: into `batch` if due by `elapsed`,
     /// else onto a lower level. Called in list order.
-    fn fire_entry(&mut self, index: u32, batch: &mut Vec<ReadyItem>) {
-        let deadline = self.slab.at(index).deadline;
+    fn fire_entry(&mut self, index: u32, deadline: u64, batch: &mut Vec<ReadyItem>) {
         let tick = self.tick_for(deadline);
         if tick <= self.elapsed {
             let stamp = self.stamp;
@@ -577,12 +592,19 @@ impl<T> Wheel<T> {
 
     /// Drops stale items from the front, keeping "the front is live" true so
     /// `next_deadline(&self)` and `poll_expired` can trust it.
+    ///
+    /// Without orphaned items in the queue every item is live, and the check
+    /// (a load of the next entry) is skipped.
     fn trim_ready(&mut self) {
-        while let Some(item) = self.ready.peek() {
+        while self.orphans > 0 {
+            let Some(item) = self.ready.peek() else {
+                break;
+            };
             if self.is_live(item) {
                 break;
             }
             self.ready.pop();
+            self.orphans -= 1;
         }
     }
 }
