@@ -6,8 +6,8 @@
 --       5 dead (zset), 6 msg (hash: id -> packed record).
 -- ARGV: 1 unused, 2 now (epoch ms), 3 jitter seed, 4.. script's.
 --
--- Records: one msgpack array per message (fields below, in this order),
--- the value of field `id` in the shard's `msg` hash: no key per message.
+-- Records: one msgpack array per message (see STORED for the order), the
+-- value of field `id` in the shard's `msg` hash: no key per message.
 --
 -- Members: sched, lease and dead use `seq8 .. id` (seq8 = seq as 8 bytes
 -- big endian), so equal scores order by seq. ready uses score = priority
@@ -29,13 +29,38 @@ local function s(n) return string.format('%d', n) end
 local function member(r, id) return struct.pack('>I8', r[SK]) .. id end
 local function rmember(da, seq, id) return struct.pack('>I8I8', da, seq) .. id end
 
+-- Stored order: seq, state, deliver_at, deliver_at - enqueued_at, priority,
+-- payload, headers, then the fields that are usually at their defaults
+-- (attempts .. kicks), which are left out from the end while they are.
+local STORED = {SK, ST, DA, EA, PR, 17, 16, AT, MA, LM, LU, LI, DD, CT, RL, BU, KI}
+local DEFAULT = {[16] = '', [AT] = 0, [MA] = '', [LM] = '', [LU] = '', [LI] = '', [DD] = '',
+                 [CT] = 0, [RL] = 0, [BU] = 0, [KI] = 0}
+
 local function load(id)
   local v = redis.call('HGET', K_MSG, id)
   if not v then return nil end
-  return cmsgpack.unpack(v)
+  local t = cmsgpack.unpack(v)
+  local r = {}
+  for i, f in ipairs(STORED) do
+    local x = t[i]
+    if x == nil then x = DEFAULT[f] end
+    r[f] = x
+  end
+  r[EA] = r[DA] - r[EA]
+  return r
 end
 
-local function save(id, r) redis.call('HSET', K_MSG, id, cmsgpack.pack(r)) end
+local function save(id, r)
+  local t = {}
+  for i, f in ipairs(STORED) do t[i] = r[f] end
+  t[4] = r[DA] - r[EA]
+  local n = #STORED
+  while n > 7 and t[n] == DEFAULT[STORED[n]] do
+    t[n] = nil
+    n = n - 1
+  end
+  redis.call('HSET', K_MSG, id, cmsgpack.pack(t))
+end
 
 local function cfg()
   local c = redis.call('HMGET', K_CFG, 'lm', 'ma', 'ri', 'rx', 'rm', 'pu')

@@ -1,5 +1,5 @@
 //! Decoding script replies: status words and message records (the field
-//! order of `FIELDS` in lua/common.lua, preceded by the id).
+//! order `append_record` in lua/common.lua emits, preceded by the id).
 
 use std::collections::BTreeMap;
 
@@ -9,7 +9,7 @@ use delayd_core::{
 };
 use redis::Value;
 
-/// Values per record: the id and the 17 fields of `FIELDS`.
+/// Values per record: the id and the 17 fields `append_record` emits.
 pub(crate) const RECORD_LEN: usize = 18;
 
 fn corrupt(what: &str) -> BrokerError {

@@ -73,6 +73,10 @@ async fn timer_loop(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
     while !*stop.borrow() {
         let now = inner.clock.now_ms();
         for (queue, shard) in inner.wake.take_due(now) {
+            // A waiting lease call promotes and pops in one script: wake one
+            // now rather than after the promotion's round trip. The
+            // promotion below still runs (other nodes, metrics, re-arming).
+            inner.wake.ready_n(&queue, 1);
             promote_shard(&inner, &queue, shard).await;
         }
         // Wall time is re-read every round and the sleep is capped, so a
