@@ -187,7 +187,7 @@ fn bad_values_give_clear_errors() {
     let msg = error(&["--store", "redis://x:1", "--data", "/d"], &[]);
     assert!(msg.contains("--data and --store"), "{msg}");
     let msg = error(&["--push-allow", "10.0.0.0/99"], &[]);
-    assert!(msg.contains("prefix"), "{msg}");
+    assert!(msg.contains("10.0.0.0/99") && msg.contains("CIDR"), "{msg}");
     let msg = error(&[], &[("DELAYD_NO_AUTO_CREATE", "maybe")]);
     assert!(msg.contains("true or false"), "{msg}");
 

@@ -1,0 +1,379 @@
+//! SIGTERM on `delayd serve`: a waiting long-poll lease returns an empty
+//! list at once, enqueues that were answered are durable, and the process
+//! exits 0 within 10 s. Also the README's "run it with no configuration".
+
+use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// A `delayd serve` child process, SIGKILLed when dropped so a failing test
+/// leaves nothing running.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    /// Starts `delayd serve --http 127.0.0.1:0 --beanstalk off --data DIR`.
+    fn start(data: &Path) -> Server {
+        let data = data.to_str().unwrap();
+        let args = [
+            "--http",
+            "127.0.0.1:0",
+            "--beanstalk",
+            "off",
+            "--data",
+            data,
+        ];
+        Server::start_with(&args, None, &[])
+    }
+
+    /// Starts `delayd serve ARGS` in `cwd` with `env` (and no other
+    /// `DELAYD_*` variable), and reads the bound HTTP address from its
+    /// "HTTP API listening" line.
+    fn start_with(args: &[&str], cwd: Option<&Path>, env: &[(&str, String)]) -> Server {
+        Server::try_start_with(args, cwd, env).unwrap_or_else(|log| {
+            panic!("no \"HTTP API listening\" line; log:\n{log}");
+        })
+    }
+
+    /// [`Server::start_with`], or the log of a server that did not start.
+    fn try_start_with(
+        args: &[&str],
+        cwd: Option<&Path>,
+        env: &[(&str, String)],
+    ) -> Result<Server, String> {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_delayd"));
+        command.arg("serve").args(args);
+        if let Some(cwd) = cwd {
+            command.current_dir(cwd);
+        }
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("DELAYD_") {
+                command.env_remove(name);
+            }
+        }
+        command.envs(env.iter().map(|(k, v)| (k, v)));
+        command
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().expect("spawn delayd serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let lines = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let line = strip_ansi(&line);
+                if line.contains("HTTP API listening") {
+                    if let Some(addr) = bound_addr(&line) {
+                        let _ = tx.send(addr);
+                    }
+                }
+                lines.lock().unwrap().push(line);
+            }
+        });
+        let mut server = Server {
+            child,
+            addr: "127.0.0.1:1".parse().unwrap(),
+            log,
+        };
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(addr) => server.addr = addr,
+            Err(_) => return Err(server.log()),
+        }
+        Ok(server)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// Sends SIGTERM and waits up to `limit` for the process to exit.
+    fn sigterm_and_wait(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
+        // SAFETY: kill(2) with a valid signal on our own child's pid.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "kill -TERM");
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ ... final byte in '@'..='~'.
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) && c != '[' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn bound_addr(line: &str) -> Option<SocketAddr> {
+    let rest = &line[line.find("bound=")? + "bound=".len()..];
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+async fn wait_healthy(http: &reqwest::Client, server: &Server) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(response) = http.get(server.url("/healthz")).send().await {
+            if response.status().is_success() {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/healthz never answered; log:\n{}",
+            server.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_ends_waiting_leases_keeps_answered_enqueues_and_exits_0() {
+    let data = tempfile::tempdir().unwrap();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let mut server = Server::start(data.path());
+    wait_healthy(&http, &server).await;
+
+    let waiting = {
+        let (http, url) = (http.clone(), server.url("/v1/queues/waiting/leases"));
+        tokio::spawn(async move {
+            let response = http
+                .post(url)
+                .json(&json!({"max": 10, "wait_ms": 30_000}))
+                .send()
+                .await
+                .expect("lease call");
+            let status = response.status();
+            let body: Value = response.json().await.expect("lease answer");
+            (status, body, Instant::now())
+        })
+    };
+
+    let answered = Arc::new(Mutex::new(Vec::<String>::new()));
+    let mut burst = Vec::new();
+    for task in 0..8 {
+        let (http, base, answered) = (http.clone(), server.url(""), answered.clone());
+        burst.push(tokio::spawn(async move {
+            for i in 0..1000 {
+                let mut body = json!({"payload": format!("task {task} message {i}")});
+                if i % 2 == 1 {
+                    body["delay_ms"] = json!(3_600_000);
+                }
+                if i % 3 == 0 {
+                    body["id"] = json!(format!("t{task}-{i}"));
+                }
+                let Ok(response) = http
+                    .post(format!("{base}/v1/queues/t/messages"))
+                    .json(&body)
+                    .send()
+                    .await
+                else {
+                    return;
+                };
+                if response.status() == reqwest::StatusCode::CREATED {
+                    let Ok(answer) = response.json::<Value>().await else {
+                        return;
+                    };
+                    answered
+                        .lock()
+                        .unwrap()
+                        .push(answer["id"].as_str().unwrap().to_owned());
+                }
+            }
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while answered.lock().unwrap().len() < 200 {
+        assert!(Instant::now() < deadline, "enqueues made no progress");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        !waiting.is_finished(),
+        "the lease call should still be waiting"
+    );
+
+    let signalled = Instant::now();
+    let status = tokio::task::block_in_place(|| server.sigterm_and_wait(Duration::from_secs(10)));
+    let status =
+        status.unwrap_or_else(|| panic!("no exit within 10 s of SIGTERM; log:\n{}", server.log()));
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "exit status; log:\n{}",
+        server.log()
+    );
+    eprintln!("exited {:?} after SIGTERM", signalled.elapsed());
+
+    let (lease_status, lease_body, returned) =
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the waiting lease call should have returned")
+            .unwrap();
+    assert_eq!(lease_status, 200, "{lease_body}");
+    assert_eq!(lease_body, json!({"messages": []}));
+    let took = returned.saturating_duration_since(signalled);
+    assert!(
+        took < Duration::from_secs(5),
+        "lease call returned {took:?} after SIGTERM"
+    );
+    eprintln!("waiting lease call returned {took:?} after SIGTERM");
+
+    for task in burst {
+        tokio::time::timeout(Duration::from_secs(30), task)
+            .await
+            .expect("enqueue tasks end after the exit")
+            .unwrap();
+    }
+    let answered = answered.lock().unwrap().clone();
+    assert!(
+        answered.len() < 8000,
+        "SIGTERM should have cut the burst short"
+    );
+    eprintln!("{} enqueues answered before the exit", answered.len());
+
+    let server = Server::start(data.path());
+    wait_healthy(&http, &server).await;
+    let mut missing = Vec::new();
+    for id in &answered {
+        let response = http
+            .get(server.url(&format!("/v1/queues/t/messages/{id}")))
+            .send()
+            .await
+            .unwrap();
+        if response.status() != 200 {
+            missing.push(id.clone());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} of {} answered enqueues lost, e.g. {:?}",
+        missing.len(),
+        answered.len(),
+        &missing[..missing.len().min(10)]
+    );
+}
+
+/// The README's `delayd serve` with no configuration: listens, answers,
+/// and keeps its store in `./delayd-data`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readme_run_command_works_with_no_configuration() {
+    let cwd = tempfile::tempdir().unwrap();
+    // The README's defaults are 127.0.0.1:7070 (HTTP) and 127.0.0.1:11300
+    // (beanstalkd). On a shared machine another server may hold one of
+    // them, which would make the test fail for reasons that have nothing to
+    // do with delayd; only then is that one port moved, with the environment
+    // variable the README's configuration section documents, to a free port
+    // (`:0`). Everything else stays unconfigured.
+    let mut env = Vec::new();
+    if std::net::TcpListener::bind("127.0.0.1:7070").is_err() {
+        env.push(("DELAYD_HTTP", "127.0.0.1:0".to_owned()));
+    }
+    if std::net::TcpListener::bind("127.0.0.1:11300").is_err() {
+        env.push(("DELAYD_BEANSTALK", "127.0.0.1:0".to_owned()));
+    }
+    let mut server = match Server::try_start_with(&[], Some(cwd.path()), &env) {
+        Ok(server) => server,
+        // Another process took a default port between the check and the
+        // start: move both ports.
+        Err(log) if log.contains("cannot listen") => {
+            env = vec![
+                ("DELAYD_HTTP", "127.0.0.1:0".to_owned()),
+                ("DELAYD_BEANSTALK", "127.0.0.1:0".to_owned()),
+            ];
+            Server::start_with(&[], Some(cwd.path()), &env)
+        }
+        Err(log) => panic!("delayd serve did not start; log:\n{log}"),
+    };
+    if env.iter().all(|(k, _)| *k != "DELAYD_HTTP") {
+        assert_eq!(server.addr, "127.0.0.1:7070".parse().unwrap());
+    }
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    wait_healthy(&http, &server).await;
+
+    let response = http
+        .post(server.url("/v1/queues/orders/messages"))
+        .json(&json!({"payload": "{\"order\": 42}", "delay_ms": 5000}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["created"], true, "{answer}");
+
+    // The beanstalkd listener is on too.
+    let line = server
+        .log
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|l| l.contains("beanstalkd protocol listening"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no beanstalkd listener; log:\n{}", server.log()));
+    let beanstalk = bound_addr(&line).expect("beanstalkd bound address");
+    if env.iter().all(|(k, _)| *k != "DELAYD_BEANSTALK") {
+        assert_eq!(beanstalk, "127.0.0.1:11300".parse().unwrap());
+    }
+    std::net::TcpStream::connect(beanstalk).expect("connect to the beanstalkd listener");
+
+    let store = cwd.path().join("delayd-data");
+    assert!(store.is_dir(), "{} was not created", store.display());
+    assert!(
+        std::fs::read_dir(&store).unwrap().next().is_some(),
+        "the store directory is empty"
+    );
+    let status = tokio::task::block_in_place(|| server.sigterm_and_wait(Duration::from_secs(10)));
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "log:\n{}",
+        server.log()
+    );
+}
