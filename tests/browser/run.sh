@@ -7,9 +7,8 @@
 # DELAYD_SERVE_CMD: the command that starts the server; `{addr}` is
 #   replaced by the address to listen on and `{token}` by a bearer token
 #   (when the command has no `{token}`, the token tests are skipped).
-#   Default: the dashboard's demo server on an in-memory broker. The
-#   command runs under `bash -c`, so e.g.
-#   DELAYD_SERVE_CMD='target/debug/delayd serve --http {addr} --beanstalk off --data "$(mktemp -d)" --token {token}'
+#   Default: `delayd serve` (built by cargo) on a fresh data directory. The
+#   command runs under `bash -c`; scripts/test passes the binary it built.
 # DELAYD_TOKEN: with DELAYD_URL, the token that server needs.
 # DELAYD_URL: test an already running server instead (nothing is started).
 set -euo pipefail
@@ -56,7 +55,7 @@ if [[ -z "${DELAYD_URL:-}" ]]; then
   port="$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')"
   addr="127.0.0.1:$port"
   token="browser-test-$RANDOM$RANDOM"
-  default_cmd='cargo run --quiet -p delayd-ui --example ui_demo_server -- {addr} {token}'
+  default_cmd='cargo run --quiet -p delayd -- serve --http {addr} --beanstalk off --data "$(mktemp -d)" --token {token}'
   cmd="${DELAYD_SERVE_CMD:-$default_cmd}"
   if [[ "$cmd" == *"{token}"* ]]; then export DELAYD_TOKEN="$token"; else unset DELAYD_TOKEN; fi
   cmd="${cmd//'{addr}'/$addr}"

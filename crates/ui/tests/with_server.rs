@@ -1,6 +1,6 @@
-//! The dashboard composed with delayd's HTTP API, as `delayd serve` and the
-//! demo server mount it: the extra GET route shares its path with the API's
-//! enqueue POST without conflict, and `/ui` sits beside `/v1`.
+//! The dashboard as `delayd_server::app` mounts it: the extra GET route
+//! shares its path with the API's enqueue POST without conflict, and `/ui`
+//! sits beside `/v1`.
 
 use std::sync::Arc;
 
@@ -12,9 +12,7 @@ use serde_json::{json, Value};
 #[tokio::test]
 async fn enqueue_then_list_and_histogram_through_one_router() {
     let broker: Arc<dyn Broker> = Arc::new(ModelBroker::new());
-    let app = delayd_server::app(broker.clone(), ServerOptions::default())
-        .merge(delayd_ui::api_router().with_state(broker))
-        .merge(delayd_ui::ui_router());
+    let app = delayd_server::app(broker, ServerOptions::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
