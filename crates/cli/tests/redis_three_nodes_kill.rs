@@ -6,17 +6,21 @@
 //! a successful ack, and never before its `deliver_at`. At the end the
 //! surviving nodes report the queue empty.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt as _;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use delayd_client::{Client, LeaseOptions, NewMessage, QueuePut, QueueStats, Retry};
+
+use common::{serve_command, Proc, Server};
 
 const QUEUE: &str = "three-nodes";
 const PER_PRODUCER: usize = 500;
@@ -39,22 +43,6 @@ fn die_with_parent(command: &mut Command) {
             }
             Ok(())
         });
-    }
-}
-
-/// A child process that is SIGKILLed and reaped when dropped.
-struct Proc(Child);
-
-impl Proc {
-    fn kill9(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill9();
     }
 }
 
@@ -124,88 +112,37 @@ impl Redis {
 
 /// A `delayd serve --store redis://...` process.
 struct Node {
-    proc: Proc,
-    addr: SocketAddr,
-    log: Arc<Mutex<Vec<String>>>,
+    server: Server,
 }
 
 impl Node {
     fn start(redis_port: u16, cwd: &Path) -> Node {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_delayd"));
-        command
-            .arg("serve")
-            .args(["--http", "127.0.0.1:0", "--beanstalk", "off"])
-            .args(["--store", &format!("redis://127.0.0.1:{redis_port}")])
-            .current_dir(cwd);
-        for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with("DELAYD_") {
-                command.env_remove(name);
-            }
-        }
-        command
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        let store = format!("redis://127.0.0.1:{redis_port}");
+        let args = [
+            "--http",
+            "127.0.0.1:0",
+            "--beanstalk",
+            "off",
+            "--store",
+            &store,
+        ];
+        let mut command = serve_command(&args, Some(cwd), &[]);
         die_with_parent(&mut command);
-        let mut child = command.spawn().expect("spawn delayd serve");
-        let stderr = child.stderr.take().expect("stderr");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let lines = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                let line = strip_ansi(&line);
-                if line.contains("HTTP API listening") {
-                    if let Some(addr) = bound_addr(&line) {
-                        let _ = tx.send(addr);
-                    }
-                }
-                lines.lock().unwrap().push(line);
-            }
-        });
-        let proc = Proc(child);
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(addr) => Node { proc, addr, log },
-            Err(_) => panic!(
-                "no \"HTTP API listening\" line; log:\n{}",
-                log.lock().unwrap().join("\n")
-            ),
+        match Server::spawn(command) {
+            Ok(server) => Node { server },
+            Err(log) => panic!("no \"HTTP API listening\" line; log:\n{log}"),
         }
     }
 
     fn client(&self) -> Client {
-        Client::new(&format!("http://{}", self.addr))
+        Client::new(&format!("http://{}", self.server.addr))
             .expect("client")
             .with_timeout(Duration::from_secs(10))
     }
 
     fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
+        self.server.log()
     }
-}
-
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if ('@'..='~').contains(&c) && c != '[' {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-fn bound_addr(line: &str) -> Option<SocketAddr> {
-    let rest = &line[line.find("bound=")? + "bound=".len()..];
-    rest.split_whitespace().next()?.parse().ok()
 }
 
 fn now_ms() -> u64 {
@@ -432,7 +369,7 @@ async fn redis_three_nodes_kill() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     killed[VICTIM].store(true, Ordering::SeqCst);
-    nodes[VICTIM].proc.kill9();
+    nodes[VICTIM].server.kill9();
     let acks_at_kill = acks.load(Ordering::SeqCst);
     let held_at_kill = held[VICTIM].load(Ordering::SeqCst);
     let created_at_kill = record.lock().unwrap().created.len();

@@ -4,131 +4,15 @@
 //! comes back, and messages that were leased (not acked) at the kill come
 //! back as expired leases with the attempt counted.
 
+mod common;
+
 use std::collections::HashMap;
-use std::io::{BufRead as _, BufReader};
-use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-/// A `delayd serve` child process, SIGKILLed when dropped so a failing test
-/// leaves nothing running.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Server {
-    /// Starts `delayd serve --http 127.0.0.1:0 --beanstalk off --data DIR`
-    /// and reads the bound HTTP address from its "HTTP API listening" line.
-    fn start(data: &Path) -> Server {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_delayd"));
-        command
-            .arg("serve")
-            .args(["--http", "127.0.0.1:0", "--beanstalk", "off", "--data"])
-            .arg(data);
-        for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with("DELAYD_") {
-                command.env_remove(name);
-            }
-        }
-        command
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().expect("spawn delayd serve");
-        let stderr = child.stderr.take().expect("stderr");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let lines = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                let line = strip_ansi(&line);
-                if line.contains("HTTP API listening") {
-                    if let Some(addr) = bound_addr(&line) {
-                        let _ = tx.send(addr);
-                    }
-                }
-                lines.lock().unwrap().push(line);
-            }
-        });
-        let mut server = Server {
-            child,
-            addr: "127.0.0.1:1".parse().unwrap(),
-            log,
-        };
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(addr) => server.addr = addr,
-            Err(_) => panic!("no \"HTTP API listening\" line; log:\n{}", server.log()),
-        }
-        server
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-
-    fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
-
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // CSI: ESC [ ... final byte in '@'..='~'.
-            for c in chars.by_ref() {
-                if ('@'..='~').contains(&c) && c != '[' {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-fn bound_addr(line: &str) -> Option<SocketAddr> {
-    let rest = &line[line.find("bound=")? + "bound=".len()..];
-    rest.split_whitespace().next()?.parse().ok()
-}
-
-async fn wait_healthy(http: &reqwest::Client, server: &Server) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(response) = http.get(server.url("/healthz")).send().await {
-            if response.status().is_success() {
-                return;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "/healthz never answered; log:\n{}",
-            server.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+use common::{wait_healthy, Server};
 
 /// What the test knows about one message (queue, id).
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,0 +1,195 @@
+//! Helpers shared by the integration tests that run `delayd serve` as a
+//! child process.
+
+#![expect(dead_code, reason = "each test binary uses a different part")]
+
+use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A child process that is SIGKILLed and reaped when dropped, so a failing
+/// test leaves nothing running.
+pub struct Proc(pub Child);
+
+impl Proc {
+    pub fn kill9(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A `delayd serve` child process, SIGKILLed when dropped so a failing test
+/// leaves nothing running.
+pub struct Server {
+    proc: Proc,
+    pub addr: SocketAddr,
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+/// `delayd serve ARGS` in `cwd` with `env` (and no other `DELAYD_*`
+/// variable), logging at `info` to a piped stderr.
+pub fn serve_command(args: &[&str], cwd: Option<&Path>, env: &[(&str, String)]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_delayd"));
+    command.arg("serve").args(args);
+    if let Some(cwd) = cwd {
+        command.current_dir(cwd);
+    }
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("DELAYD_") {
+            command.env_remove(name);
+        }
+    }
+    command.envs(env.iter().map(|(k, v)| (k, v)));
+    command
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
+}
+
+impl Server {
+    /// Starts `delayd serve --http 127.0.0.1:0 --beanstalk off --data DIR`.
+    pub fn start(data: &Path) -> Server {
+        let data = data.to_str().unwrap();
+        let args = [
+            "--http",
+            "127.0.0.1:0",
+            "--beanstalk",
+            "off",
+            "--data",
+            data,
+        ];
+        Server::start_with(&args, None, &[])
+    }
+
+    /// Starts `delayd serve ARGS` in `cwd` with `env` (and no other
+    /// `DELAYD_*` variable), and reads the bound HTTP address from its
+    /// "HTTP API listening" line.
+    pub fn start_with(args: &[&str], cwd: Option<&Path>, env: &[(&str, String)]) -> Server {
+        Server::try_start_with(args, cwd, env).unwrap_or_else(|log| {
+            panic!("no \"HTTP API listening\" line; log:\n{log}");
+        })
+    }
+
+    /// [`Server::start_with`], or the log of a server that did not start.
+    pub fn try_start_with(
+        args: &[&str],
+        cwd: Option<&Path>,
+        env: &[(&str, String)],
+    ) -> Result<Server, String> {
+        Server::spawn(serve_command(args, cwd, env))
+    }
+
+    /// Spawns `command` (from [`serve_command`]) and reads the bound HTTP
+    /// address from its "HTTP API listening" line, or returns the log of a
+    /// server that did not start.
+    pub fn spawn(mut command: Command) -> Result<Server, String> {
+        let mut child = command.spawn().expect("spawn delayd serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let lines = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let line = strip_ansi(&line);
+                if line.contains("HTTP API listening") {
+                    if let Some(addr) = bound_addr(&line) {
+                        let _ = tx.send(addr);
+                    }
+                }
+                lines.lock().unwrap().push(line);
+            }
+        });
+        let mut server = Server {
+            proc: Proc(child),
+            addr: "127.0.0.1:1".parse().unwrap(),
+            log,
+        };
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(addr) => server.addr = addr,
+            Err(_) => return Err(server.log()),
+        }
+        Ok(server)
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// Sends SIGTERM and waits up to `limit` for the process to exit.
+    pub fn sigterm_and_wait(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let child = &mut self.proc.0;
+        let pid = libc::pid_t::try_from(child.id()).unwrap();
+        // SAFETY: kill(2) with a valid signal on our own child's pid.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "kill -TERM");
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    pub fn kill9(&mut self) {
+        self.proc.kill9();
+    }
+}
+
+pub fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ ... final byte in '@'..='~'.
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) && c != '[' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The address after `bound=` in a log line.
+pub fn bound_addr(line: &str) -> Option<SocketAddr> {
+    let rest = &line[line.find("bound=")? + "bound=".len()..];
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// Polls `/healthz` until it answers 2xx; panics after 20 s.
+pub async fn wait_healthy(http: &reqwest::Client, server: &Server) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(response) = http.get(server.url("/healthz")).send().await {
+            if response.status().is_success() {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/healthz never answered; log:\n{}",
+            server.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
