@@ -2,14 +2,16 @@
 //! and moves the horizon, loading the next stretch of the `due` index.
 //!
 //! # Time
-//! Timers are keyed by wall-clock ms (`deliver_at`, `lease_until`), and a
-//! timer fires only when the injected wall clock has reached its deadline,
-//! so nothing fires early by wall time. The task waits on tokio's monotonic
-//! clock for `deadline - wall_now`, but never longer than [`MAX_SLEEP`]:
-//! - wall clock jumps backwards: the next wake finds the deadline further
-//!   away and waits again (messages fire at their wall `deliver_at`);
-//! - wall clock jumps forwards: within `MAX_SLEEP` the task sees that the
-//!   deadlines have passed and fires them, in (deadline, seq) order.
+//! Timers carry wall-clock deadlines (`deliver_at`, `lease_until`) but run on
+//! a timing wheel driven by a monotonic clock (see `timers`). A timer fires
+//! only when the injected wall clock has reached its deadline, so nothing
+//! fires early by wall time. The task sleeps (tokio's monotonic clock) until
+//! the wheel's next deadline, but never longer than [`MAX_SLEEP`], and each
+//! round re-reads the wall clock:
+//! - wall clock jumps backwards: entries the wheel fires before their wall
+//!   deadline are re-armed for the remaining time;
+//! - wall clock jumps forwards: within `MAX_SLEEP` the wheel's time jumps
+//!   with it and what is due fires, in (deadline, seq) order.
 //!
 //! A new timer earlier than the one waited for wakes the task at once.
 
@@ -81,12 +83,7 @@ impl Inner {
     }
 
     fn next_wait(&self) -> Duration {
-        let state = self.lock_state();
-        let now = self.clock.now_ms();
-        match state.timers.next_deadline() {
-            Some(deadline) => Duration::from_millis(deadline.saturating_sub(now)).min(MAX_SLEEP),
-            None => MAX_SLEEP,
-        }
+        self.lock_state().timers.next_wait(MAX_SLEEP)
     }
 }
 

@@ -10,7 +10,7 @@
 //! - `messages`, `consume`: the transitions (enqueue, cancel, reschedule,
 //!   redrive, list; lease, ack, nack, bury, extend, lease expiry).
 //! - `driver`: the task that fires timers and moves the horizon.
-//! - `timers`: ordered timers keyed by seq.
+//! - `timers`: timers keyed by seq, on `delayd-wheel` with a monotonic clock.
 //! - `store`, `codec`: fjall keyspaces, key and record encodings
 //!   (specified in docs/storage.md).
 //! - `sync`: the group-commit fsync thread.

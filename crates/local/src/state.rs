@@ -232,20 +232,22 @@ impl State {
         let key = (new.seq, queue.clone(), new.id.clone());
         q.messages.insert(new.id.clone(), new);
         if let Some(deadline) = timer {
-            self.arm(key.0, deadline, (key.1, key.2), tx);
+            self.arm(key.0, deadline, (key.1, key.2), now, tx);
         }
         Ok(())
     }
 
-    fn arm(&mut self, seq: u64, deadline: u64, target: (QueueName, MessageId), tx: &mut Tx) {
-        if self
-            .timers
-            .next_deadline()
-            .is_none_or(|next| deadline < next)
-        {
+    fn arm(
+        &mut self,
+        seq: u64,
+        deadline: u64,
+        target: (QueueName, MessageId),
+        now: u64,
+        tx: &mut Tx,
+    ) {
+        if self.timers.insert(seq, deadline, target, now) {
             tx.wake_driver = true;
         }
-        self.timers.insert(seq, deadline, target);
     }
 
     /// Deletes a message (ack, cancel, queue deletion). `unlink` must have
@@ -287,7 +289,7 @@ impl State {
         let (seq, id) = (rec.seq, rec.id.clone());
         q.messages.insert(id.clone(), rec);
         if let Some(deadline) = timer {
-            self.arm(seq, deadline, (queue.clone(), id), tx);
+            self.arm(seq, deadline, (queue.clone(), id), now, tx);
         }
     }
 
