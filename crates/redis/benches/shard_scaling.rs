@@ -15,17 +15,19 @@
 //! Run: `cargo bench -p delayd-redis --bench shard_scaling`.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use delayd_core::{
     Broker, EnqueueOptions, EnqueueRequest, LeaseRequest, QueueName, Schedule, SystemClock,
 };
 use delayd_redis::{RedisBroker, RedisConfig};
 use futures_util::future::join_all;
+
+// The tests' redis-server and cluster spawning, shared rather than copied.
+#[path = "../tests/support/mod.rs"]
+mod support;
+use support::RedisCluster;
 
 const MESSAGES: usize = 200_000;
 const PAYLOAD: usize = 100;
@@ -35,227 +37,47 @@ const CONSUMERS: usize = 8;
 const LEASE_MAX: u32 = 100;
 const QUEUE: &str = "scale";
 
-/// Runs redis-server under a shell that kills it (-9) when our end of its
-/// stdin closes, and exits when redis-server exits.
-/// (A background job's stdin is /dev/null in sh, hence the copy on fd 3.)
-const WRAPPER: &str = r#"exec 3<&0
-/usr/bin/redis-server "$@" </dev/null & pid=$!
-(read _ <&3; kill -9 $pid 2>/dev/null) &
-wait $pid"#;
-
-fn bindable(port: u16) -> bool {
-    TcpListener::bind(("127.0.0.1", port)).is_ok()
+/// CPU seconds (user + sys) each master has used so far.
+fn masters_cpu(cluster: &RedisCluster) -> Vec<f64> {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            n.cli(&["info", "cpu"])
+                .lines()
+                .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
+                .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
+                .sum()
+        })
+        .collect()
 }
 
-/// A port that is free now, with port + 10000 (its Cluster bus port) free too.
-fn free_port() -> u16 {
-    loop {
-        let port = rand::random_range(20_000..30_000u16);
-        if port != 6379 && bindable(port) && bindable(port + 10_000) {
-            return port;
+/// The master (index into `cluster.nodes`) that owns `slot`, from CLUSTER NODES.
+fn owner(cluster: &RedisCluster, slot: u16) -> Option<usize> {
+    let table = cluster.nodes[0].cli(&["cluster", "nodes"]);
+    for line in table.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() < 9 || !fields[2].contains("master") {
+            continue;
         }
-    }
-}
-
-fn ping(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"PING\r\n").is_err() {
-        return false;
-    }
-    let mut buf = [0u8; 64];
-    matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG"))
-}
-
-struct Server {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    fn spawn(port: u16) -> Option<Self> {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let port_s = port.to_string();
-        let args = [
-            "--port",
-            &port_s,
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            dir.path().to_str().expect("utf-8 dir"),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--daemonize",
-            "no",
-            "--protected-mode",
-            "no",
-            "--logfile",
-            "redis.log",
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            "nodes.conf",
-            "--cluster-node-timeout",
-            "5000",
-        ];
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(WRAPPER)
-            .arg("sh")
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
+        let port: u16 = fields[1]
+            .split('@')
+            .next()?
+            .rsplit(':')
+            .next()?
+            .parse()
             .ok()?;
-        let stdin = child.stdin.take();
-        let mut server = Self {
-            child,
-            stdin,
-            port,
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if ping(port) {
-                return Some(server);
-            }
-            if let Ok(Some(_)) = server.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        let owns = fields[8..].iter().any(|range| {
+            let mut it = range.split('-');
+            let lo: u16 = it.next().and_then(|v| v.parse().ok()).unwrap_or(u16::MAX);
+            let hi: u16 = it.next().and_then(|v| v.parse().ok()).unwrap_or(lo);
+            (lo..=hi).contains(&slot)
+        });
+        if owns {
+            return cluster.nodes.iter().position(|n| n.port == port);
         }
-        server.kill();
-        None
     }
-
-    fn kill(&mut self) {
-        self.stdin.take();
-        let _ = self.child.wait();
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new("/usr/bin/redis-cli")
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
-            .args(args)
-            .output()
-            .expect("redis-cli");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Three masters, no replicas, slots spread by `redis-cli --cluster create`.
-struct Cluster {
-    nodes: Vec<Server>,
-}
-
-impl Cluster {
-    fn start() -> Self {
-        for _ in 0..5 {
-            if let Some(cluster) = Self::try_start() {
-                return cluster;
-            }
-        }
-        panic!("could not start a Redis Cluster (redis-server/redis-cli in /usr/bin?)");
-    }
-
-    fn try_start() -> Option<Self> {
-        let mut nodes = Vec::new();
-        for _ in 0..3 {
-            nodes.push((0..10).find_map(|_| Server::spawn(free_port()))?);
-        }
-        let addrs: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
-        let status = Command::new("/usr/bin/redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .ok()?;
-        if !status.success() {
-            return None;
-        }
-        let cluster = Self { nodes };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            let ok = cluster.nodes.iter().all(|n| {
-                let info = n.cli(&["cluster", "info"]);
-                info.contains("cluster_state:ok") && info.contains("cluster_known_nodes:3")
-            });
-            if ok {
-                return Some(cluster);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        None
-    }
-
-    /// CPU seconds (user + sys) each master has used so far.
-    fn cpu(&self) -> Vec<f64> {
-        self.nodes
-            .iter()
-            .map(|n| {
-                n.cli(&["info", "cpu"])
-                    .lines()
-                    .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
-                    .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
-                    .sum()
-            })
-            .collect()
-    }
-
-    fn urls(&self) -> Vec<String> {
-        self.nodes.iter().map(Server::url).collect()
-    }
-
-    /// The master (index into `nodes`) that owns `slot`, from CLUSTER NODES.
-    fn owner(&self, slot: u16) -> Option<usize> {
-        let table = self.nodes[0].cli(&["cluster", "nodes"]);
-        for line in table.lines() {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            if fields.len() < 9 || !fields[2].contains("master") {
-                continue;
-            }
-            let port: u16 = fields[1]
-                .split('@')
-                .next()?
-                .rsplit(':')
-                .next()?
-                .parse()
-                .ok()?;
-            let owns = fields[8..].iter().any(|range| {
-                let mut it = range.split('-');
-                let lo: u16 = it.next().and_then(|v| v.parse().ok()).unwrap_or(u16::MAX);
-                let hi: u16 = it.next().and_then(|v| v.parse().ok()).unwrap_or(lo);
-                (lo..=hi).contains(&slot)
-            });
-            if owns {
-                return self.nodes.iter().position(|n| n.port == port);
-            }
-        }
-        None
-    }
+    None
 }
 
 /// CPU seconds (user + sys) this bench process (the client) has used.
@@ -272,9 +94,8 @@ fn own_cpu() -> f64 {
 }
 
 /// Prints where a phase's CPU went: the client and each master.
-fn cpu_report(phase: &str, cluster: &Cluster, client0: f64, nodes0: &[f64], secs: f64) {
-    let nodes: Vec<String> = cluster
-        .cpu()
+fn cpu_report(phase: &str, cluster: &RedisCluster, client0: f64, nodes0: &[f64], secs: f64) {
+    let nodes: Vec<String> = masters_cpu(cluster)
         .iter()
         .zip(nodes0)
         .enumerate()
@@ -300,7 +121,7 @@ struct Outcome {
     lease_ack: f64,
 }
 
-async fn run(cluster: &Cluster, shards: u32) -> Outcome {
+async fn run(cluster: &RedisCluster, shards: u32) -> Outcome {
     let prefix = format!(
         "scale{}-{}-{}",
         std::process::id(),
@@ -331,7 +152,7 @@ async fn run(cluster: &Cluster, shards: u32) -> Outcome {
     node.ack(&q, &leased.id, &leased.lease_id).await.unwrap();
 
     let batches = MESSAGES / BATCH;
-    let (client0, nodes0) = (own_cpu(), cluster.cpu());
+    let (client0, nodes0) = (own_cpu(), masters_cpu(cluster));
     let start = Instant::now();
     let producers: Vec<_> = (0..PRODUCERS)
         .map(|p| {
@@ -365,7 +186,7 @@ async fn run(cluster: &Cluster, shards: u32) -> Outcome {
             .trim()
             .parse()
             .expect("keyslot");
-        let owner = cluster.owner(slot).expect("slot owner");
+        let owner = owner(cluster, slot).expect("slot owner");
         let count = cluster.nodes[owner].cli(&["hlen", &format!("{tag}:msg")]);
         println!(
             "  shard {k}: tag {tag} slot {slot} -> master {owner} (port {}), {} messages",
@@ -382,7 +203,7 @@ async fn run(cluster: &Cluster, shards: u32) -> Outcome {
         .expect("keyslot");
     println!(
         "  registry/seq {registry}: slot {slot} -> master {}",
-        cluster.owner(slot).expect("slot owner")
+        owner(cluster, slot).expect("slot owner")
     );
     println!(
         "  shards per master: {}",
@@ -392,7 +213,7 @@ async fn run(cluster: &Cluster, shards: u32) -> Outcome {
             .join(" ")
     );
 
-    let (client0, nodes0) = (own_cpu(), cluster.cpu());
+    let (client0, nodes0) = (own_cpu(), masters_cpu(cluster));
     let start = Instant::now();
     let consumers: Vec<_> = (0..CONSUMERS)
         .map(|_| {
@@ -439,7 +260,7 @@ async fn run(cluster: &Cluster, shards: u32) -> Outcome {
 }
 
 fn main() {
-    let cluster = Cluster::start();
+    let cluster = RedisCluster::start();
     println!(
         "3-master cluster on ports {:?}; {}",
         cluster.nodes.iter().map(|n| n.port).collect::<Vec<_>>(),
