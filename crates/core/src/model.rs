@@ -290,6 +290,17 @@ pub struct QueueConfigPatch {
 }
 
 impl QueueConfigPatch {
+    /// The config `put_queue` stores: this patch applied to the queue's
+    /// current config (the defaults for a new queue), validated.
+    pub fn resolve(&self, current: Option<&QueueConfig>) -> Result<QueueConfig, BrokerError> {
+        let config = match current {
+            Some(current) => self.apply(current),
+            None => self.apply(&QueueConfig::default()),
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
     pub fn apply(&self, config: &QueueConfig) -> QueueConfig {
         QueueConfig {
             lease_ms: self.lease_ms.unwrap_or(config.lease_ms),

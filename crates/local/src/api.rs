@@ -54,8 +54,7 @@ impl Broker for LocalBroker {
                 } else {
                     Upsert::Created
                 };
-                let config = patch.apply(&current.unwrap_or_default());
-                config.validate()?;
+                let config = patch.resolve(current.as_ref())?;
                 match state.queues.contains_key(queue) {
                     true => state.queue_mut(queue, tx)?.record.config = config,
                     false => state.create_queue(queue, config, tx),

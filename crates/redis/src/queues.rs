@@ -72,14 +72,12 @@ impl Inner {
         self.check_open()?;
         let upsert = match self.load_config(queue).await? {
             Some(current) => {
-                let config = patch.apply(&current);
-                config.validate()?;
+                let config = patch.resolve(Some(&current))?;
                 self.store_config(queue, &config).await?;
                 Upsert::Updated
             }
             None => {
-                let config = patch.apply(&QueueConfig::default());
-                config.validate()?;
+                let config = patch.resolve(None)?;
                 let created: bool = self
                     .query(
                         redis::cmd("HSETNX")
@@ -94,9 +92,8 @@ impl Inner {
                     Upsert::Created
                 } else {
                     // Another node created it meanwhile: merge into theirs.
-                    let current = self.load_config(queue).await?.unwrap_or_default();
-                    let config = patch.apply(&current);
-                    config.validate()?;
+                    let current = self.load_config(queue).await?;
+                    let config = patch.resolve(current.as_ref())?;
                     self.store_config(queue, &config).await?;
                     Upsert::Updated
                 }

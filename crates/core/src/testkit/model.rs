@@ -173,8 +173,7 @@ impl Broker for ModelBroker {
         } else {
             Upsert::Created
         };
-        let config = patch.apply(&current.unwrap_or_default());
-        config.validate()?;
+        let config = patch.resolve(current.as_ref())?;
         state.create_queue(queue, config.clone());
         if let Some(q) = state.queues.get_mut(queue) {
             q.config = config;
