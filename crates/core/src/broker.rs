@@ -12,6 +12,10 @@ use crate::message::{
 };
 use crate::model::{LeaseId, MessageId, QueueConfigPatch, QueueInfo, QueueName};
 
+/// Most items one batch call takes: enqueue batches, lease `max`, and
+/// [`Broker::ack_many`] (api.md: "up to 1000").
+pub const MAX_BATCH: usize = 1000;
+
 /// How many scheduled messages the default [`Broker::due_histogram`] reads
 /// at most.
 pub const HISTOGRAM_SCAN_LIMIT: usize = 200_000;
@@ -123,6 +127,26 @@ pub trait Broker: Send + Sync + 'static {
     /// Finishes a delivery: the message is gone and its id free.
     async fn ack(&self, queue: &QueueName, id: &MessageId, lease: &LeaseId) -> BrokerResult<()>;
 
+    /// Finishes many deliveries of one queue in one durable step (one group
+    /// commit where the backend can). Each item is acked exactly as
+    /// [`ack`](Self::ack) would ack it and fails on its own; results are in
+    /// input order. More than [`MAX_BATCH`] items is `InvalidArgument` and
+    /// acks nothing. On an unknown queue every item is `MessageNotFound`.
+    ///
+    /// The default acks one by one; backends override it to commit once.
+    async fn ack_many(
+        &self,
+        queue: &QueueName,
+        acks: Vec<(MessageId, LeaseId)>,
+    ) -> BrokerResult<Vec<BrokerResult<()>>> {
+        check_ack_batch(&acks)?;
+        let mut results = Vec::with_capacity(acks.len());
+        for (id, lease) in &acks {
+            results.push(self.ack(queue, id, lease).await);
+        }
+        Ok(results)
+    }
+
     /// Fails a delivery: the message is scheduled again (after `delay_ms`,
     /// else the backoff), or dies if it may and is out of attempts.
     async fn nack(
@@ -226,4 +250,15 @@ pub trait Broker: Send + Sync + 'static {
     /// Stops the broker: waiting lease calls return empty lists, everything
     /// acknowledged is made durable, and later calls fail `Unavailable`.
     async fn shutdown(&self) -> BrokerResult<()>;
+}
+
+/// The argument rule of [`Broker::ack_many`]: at most [`MAX_BATCH`] items.
+pub fn check_ack_batch(acks: &[(MessageId, LeaseId)]) -> BrokerResult<()> {
+    if acks.len() > MAX_BATCH {
+        return Err(crate::BrokerError::InvalidArgument(format!(
+            "at most {MAX_BATCH} acks per request, got {}",
+            acks.len()
+        )));
+    }
+    Ok(())
 }

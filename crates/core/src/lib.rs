@@ -29,7 +29,7 @@ pub mod model;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
-pub use broker::{Broker, DueHistogram, Upsert, HISTOGRAM_SCAN_LIMIT};
+pub use broker::{check_ack_batch, Broker, DueHistogram, Upsert, HISTOGRAM_SCAN_LIMIT, MAX_BATCH};
 pub use clock::{Clock, ManualClock, SkewedClock, SystemClock};
 pub use error::{BrokerError, BrokerResult};
 pub use message::{

@@ -63,6 +63,7 @@ macro_rules! conformance_tests {
             generated_ids_unique_and_seq_increasing,
             batch_results_in_order,
             lease_expiry_is_failed_attempt,
+            ack_many_items_independent,
             nack_with_explicit_delay,
             nack_with_backoff,
             extend_keeps_lease,

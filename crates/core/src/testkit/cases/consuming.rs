@@ -155,3 +155,77 @@ pub async fn unknown_queue_errors(b: Arc<dyn Broker>) {
     s::assert_queue_not_found(b.redrive(&q, crate::Redrive::All).await, "redrive");
     s::assert_queue_not_found(b.get_queue(&q).await, "no call above created it");
 }
+
+/// `ack_many` acks each item as `ack` would, independently and in input
+/// order: a valid lease acks, an expired (superseded) lease is
+/// `LeaseMismatch`, an unknown id is `MessageNotFound`; more than
+/// `MAX_BATCH` items is `InvalidArgument` and acks nothing; on an unknown
+/// queue every item is `MessageNotFound`.
+pub async fn ack_many_items_independent(b: Arc<dyn Broker>) {
+    let q = s::queue("ack_many_items_independent", "q");
+    s::make_queue(&b, &q, 5).await;
+    let one = put_now(&b, &q, "one").await;
+    let two = put_now(&b, &q, "two").await;
+    let three = put_now(&b, &q, "three").await;
+    let leased = lease(&b, &q, 3, 0).await;
+    assert_eq!(leased.len(), 3, "three ready messages");
+    let lease_of = |id: &crate::model::MessageId| {
+        leased
+            .iter()
+            .find(|d| &d.id == id)
+            .map(|d| d.lease_id.clone())
+            .expect("leased")
+    };
+    // `three`'s first lease expires and is superseded by a second one.
+    s::must(
+        b.nack(
+            &q,
+            &three.id,
+            &lease_of(&three.id),
+            Nack {
+                delay_ms: Some(0),
+                ..Nack::default()
+            },
+        )
+        .await,
+        "nack three",
+    );
+    let again = lease_one(&b, &q, None).await;
+    assert_eq!(again.id, three.id);
+
+    // Too many items: refused whole, nothing acked.
+    let too_many: Vec<_> = (0..=crate::MAX_BATCH)
+        .map(|_| (one.id.clone(), lease_of(&one.id)))
+        .collect();
+    let refused = b.ack_many(&q, too_many).await;
+    assert!(
+        matches!(refused, Err(crate::BrokerError::InvalidArgument(_))),
+        "more than MAX_BATCH acks: expected InvalidArgument, got {refused:?}"
+    );
+    assert_eq!(get(&b, &q, &one.id).await.state, MessageState::Leased);
+
+    let items = vec![
+        (one.id.clone(), lease_of(&one.id)),
+        (s::id("nobody"), LeaseId::generate()),
+        (three.id.clone(), lease_of(&three.id)),
+        (two.id.clone(), lease_of(&two.id)),
+    ];
+    let results = s::must(b.ack_many(&q, items).await, "ack_many");
+    assert_eq!(results.len(), 4, "one result per item");
+    s::must(results[0].clone(), "ack one");
+    s::assert_not_found(results[1].clone(), "unknown id");
+    s::assert_lease_mismatch(results[2].clone(), "superseded lease");
+    s::must(results[3].clone(), "ack two");
+    s::assert_not_found(b.get(&q, &one.id).await, "one after ack_many");
+    s::assert_not_found(b.get(&q, &two.id).await, "two after ack_many");
+    assert_eq!(get(&b, &q, &three.id).await.state, MessageState::Leased);
+    s::must(b.ack(&q, &three.id, &again.lease_id).await, "ack three");
+
+    let nowhere = s::queue("ack_many_items_independent", "missing");
+    let results = s::must(
+        b.ack_many(&nowhere, vec![(one.id.clone(), LeaseId::generate())])
+            .await,
+        "ack_many on an unknown queue",
+    );
+    s::assert_not_found(results[0].clone(), "unknown queue item");
+}
