@@ -1,43 +1,15 @@
 //! `impl Broker for LocalBroker`: argument checks and the mapping of each
 //! call onto a state transition run through [`crate::broker::Inner::write`].
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use delayd_core::{
-    Broker, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest,
-    LeaseId, LeaseRequest, ListQuery, Message, MessageId, MessageState, Nack, QueueConfig,
-    QueueConfigPatch, QueueInfo, QueueName, Redrive, Reschedule, Upsert,
+    check_ack_batch, Broker, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome,
+    EnqueueRequest, LeaseId, LeaseRequest, ListQuery, Message, MessageId, MessageState, Nack,
+    QueueConfig, QueueConfigPatch, QueueInfo, QueueName, Redrive, Reschedule, Upsert,
 };
-use tokio::time::Instant;
 
 use crate::broker::LocalBroker;
-use crate::codec::MessageRecord;
-use crate::driver::MAX_SLEEP;
 use crate::messages::store_err;
-use crate::state::State;
-use crate::store::Store;
-
-fn delivery(
-    state: &State,
-    store: &Store,
-    queue: QueueName,
-    rec: MessageRecord,
-) -> BrokerResult<Delivery> {
-    let message = state.to_message(store, &queue, rec.clone())?;
-    Ok(Delivery {
-        queue,
-        id: rec.id,
-        seq: rec.seq,
-        lease_id: rec.lease_id.unwrap_or_else(LeaseId::generate),
-        lease_until: rec.lease_until.unwrap_or(0),
-        attempt: rec.attempts,
-        deliver_at: rec.deliver_at,
-        priority: rec.priority,
-        headers: rec.headers,
-        payload: message.payload,
-    })
-}
 
 #[async_trait]
 impl Broker for LocalBroker {
@@ -78,6 +50,8 @@ impl Broker for LocalBroker {
         self.inner
             .write(|state, store, _, tx| {
                 state.queue(queue)?;
+                // The prefix scan must see the open group's messages.
+                state.flush_pending(store).map_err(store_err)?;
                 for key in store.queue_message_keys(queue).map_err(store_err)? {
                     if let Some(rec) = store.message(&key).map_err(store_err)? {
                         state.unlink(queue, &rec.id);
@@ -86,7 +60,7 @@ impl Broker for LocalBroker {
                 }
                 state.queue_mut(queue, tx)?;
                 state.queues.remove(queue);
-                tx.became_ready = true;
+                state.waiters.drop_queue(queue);
                 Ok(())
             })
             .await
@@ -105,7 +79,7 @@ impl Broker for LocalBroker {
         self.inner
             .write(|state, _, now, tx| {
                 state.queue_mut(queue, tx)?.record.paused_until = None;
-                tx.became_ready = true;
+                tx.note_ready(queue);
                 Ok(state.queue(queue)?.info(queue, now))
             })
             .await
@@ -167,7 +141,7 @@ impl Broker for LocalBroker {
 
     async fn list(&self, queue: &QueueName, query: ListQuery) -> BrokerResult<Vec<Message>> {
         self.inner
-            .read(|state, store, _| state.list(store, queue, query))
+            .read_scan(|state, store, _| state.list(store, queue, query))
     }
 
     async fn lease(
@@ -186,53 +160,7 @@ impl Broker for LocalBroker {
                 "lease_ms must be at least 1".into(),
             ));
         }
-        let deadline = Instant::now() + Duration::from_millis(request.wait_ms);
-        let mut ready = self.inner.ready.subscribe();
-        // A waiting lease on a queue that gets deleted returns at once.
-        let existed: Vec<QueueName> = self.inner.read(|state, _, _| {
-            Ok(queues
-                .iter()
-                .filter(|q| state.queues.contains_key(*q))
-                .cloned()
-                .collect())
-        })?;
-        loop {
-            ready.borrow_and_update();
-            let got = self
-                .inner
-                .write(|state, store, now, tx| {
-                    let leased =
-                        state.lease_ready(queues, request.max, request.lease_ms, now, tx)?;
-                    leased
-                        .into_iter()
-                        .map(|(q, rec)| delivery(state, store, q, rec))
-                        .collect::<BrokerResult<Vec<_>>>()
-                })
-                .await;
-            // A shutdown while waiting ends the wait with an empty list.
-            let got = match got {
-                Err(_) if self.inner.is_stopping() => return Ok(Vec::new()),
-                other => other?,
-            };
-            if !got.is_empty() || self.inner.is_stopping() || Instant::now() >= deadline {
-                return Ok(got);
-            }
-            let deleted = self
-                .inner
-                .read(|state, _, _| Ok(existed.iter().any(|q| !state.queues.contains_key(q))))
-                .unwrap_or(true);
-            if deleted {
-                return Ok(got);
-            }
-            // Re-look at least every MAX_SLEEP: a timed pause ending wakes
-            // nobody.
-            let nap = deadline.min(Instant::now() + MAX_SLEEP);
-            tokio::select! {
-                _ = ready.changed() => {}
-                () = tokio::time::sleep_until(nap) => {}
-                () = self.inner.stopped() => return Ok(Vec::new()),
-            }
-        }
+        self.inner.lease(queues, request).await
     }
 
     async fn lease_message(
@@ -252,7 +180,7 @@ impl Broker for LocalBroker {
                     });
                 }
                 let rec = state.lease_record(queue, old, lease_ms, now, tx)?;
-                delivery(state, store, queue.clone(), rec)
+                state.delivery(store, queue.clone(), rec)
             })
             .await
     }
@@ -260,6 +188,22 @@ impl Broker for LocalBroker {
     async fn ack(&self, queue: &QueueName, id: &MessageId, lease: &LeaseId) -> BrokerResult<()> {
         self.inner
             .write(|state, store, _, tx| state.ack(store, queue, id, lease, tx))
+            .await
+    }
+
+    async fn ack_many(
+        &self,
+        queue: &QueueName,
+        acks: Vec<(MessageId, LeaseId)>,
+    ) -> BrokerResult<Vec<BrokerResult<()>>> {
+        check_ack_batch(&acks)?;
+        self.inner
+            .write(|state, store, _, tx| {
+                Ok(acks
+                    .iter()
+                    .map(|(id, lease)| state.ack(store, queue, id, lease, tx))
+                    .collect())
+            })
             .await
     }
 

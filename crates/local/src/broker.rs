@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use delayd_core::{BrokerError, BrokerResult, Clock};
 use tokio::sync::{watch, Notify};
+
+use crate::sync::StateCell;
 use tokio::task::JoinHandle;
 
 use crate::codec::FORMAT_VERSION;
@@ -16,6 +18,7 @@ use crate::error::{OpenError, StoreError};
 use crate::state::{State, Tx};
 use crate::store::Store;
 use crate::sync::Syncer;
+use crate::waiters::Handed;
 
 /// What [`LocalBroker::open`] found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -40,22 +43,25 @@ impl RecoveryReport {
     }
 }
 
-/// Commit and fsync counters (benchmarks: messages per fsync).
+/// Commit, fsync and lock counters (benchmarks: messages per fsync;
+/// tests: how many lock acquisitions a wake-up costs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StoreStats {
+    /// Commit groups written to the engine (one batch each).
     pub commits: u64,
     pub fsyncs: u64,
+    /// Acquisitions of the broker's state lock since open.
+    pub lock_acquisitions: u64,
+    /// Lease calls waiting for a message now.
+    pub waiting_leases: u64,
 }
 
 pub(crate) struct Inner {
-    state: Mutex<State>,
-    pub store: Store,
+    cell: Arc<StateCell>,
+    pub store: Arc<Store>,
     pub syncer: Syncer,
     pub clock: Arc<dyn Clock>,
     pub horizon_ms: u64,
-    /// Bumped whenever a message becomes ready (or on shutdown): lease
-    /// calls wait on it.
-    pub ready: watch::Sender<u64>,
     pub driver_wake: Notify,
     stop: watch::Sender<bool>,
     poison: OnceLock<String>,
@@ -101,14 +107,20 @@ impl LocalBroker {
                 "journal tail was damaged; cut off"
             );
         }
-        let syncer = Syncer::start(store.db.clone(), config.data_dir.clone(), config.durability);
+        let store = Arc::new(store);
+        let cell = Arc::new(StateCell::new(state));
+        let syncer = Syncer::start(
+            Arc::clone(&cell),
+            Arc::clone(&store),
+            config.data_dir.clone(),
+            config.durability,
+        );
         let inner = Arc::new(Inner {
-            state: Mutex::new(state),
+            cell,
             store,
             syncer,
             clock: config.clock,
             horizon_ms: config.horizon_ms,
-            ready: watch::channel(0).0,
             driver_wake: Notify::new(),
             stop: watch::channel(false).0,
             poison: OnceLock::new(),
@@ -133,9 +145,12 @@ impl LocalBroker {
     }
 
     pub fn store_stats(&self) -> StoreStats {
+        let waiting_leases = self.inner.lock_state().waiters.len() as u64;
         StoreStats {
             commits: self.inner.syncer.commits(),
             fsyncs: self.inner.syncer.fsyncs(),
+            lock_acquisitions: self.inner.cell.acquisitions(),
+            waiting_leases,
         }
     }
 
@@ -148,7 +163,6 @@ impl LocalBroker {
 
     pub(crate) async fn stop_background(&self) {
         self.inner.stop.send_replace(true);
-        self.inner.ready.send_modify(|n| *n += 1);
         let driver = lock(&self.driver).take();
         if let Some(driver) = driver {
             if driver.await.is_err() {
@@ -216,15 +230,17 @@ fn recover(
                 .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         }
     }
-    let (ws, _, _) = state.finish(tx)?;
-    store.commit(ws)?;
+    state.absorb(tx);
+    state.flush_pending(store)?;
+    // Recovery's writes need no sync-thread round: open fsyncs them.
+    state.sync_needed = false;
     report.messages_in_memory = state.queues.values().map(|q| q.messages.len() as u64).sum();
     Ok(report)
 }
 
 impl Inner {
     pub fn lock_state(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
+        self.cell.lock()
     }
 
     pub fn poison(&self, reason: String) {
@@ -252,35 +268,42 @@ impl Inner {
         Ok(())
     }
 
-    /// Commits the call's writes (under the state lock) and wakes whoever
-    /// the call concerns. Returns the ticket to wait on.
-    pub fn commit_locked(&self, state: &State, tx: Tx) -> Result<u64, StoreError> {
-        let (ws, became_ready, wake_driver) = state.finish(tx)?;
-        let ticket = if ws.is_empty() {
-            // Nothing written, but what the call saw may be an earlier
-            // call's write: wait for everything before to be durable.
-            self.syncer.commits()
-        } else {
-            if let Some(reason) = self.poison.get() {
-                return Err(StoreError::Poisoned(reason.clone()));
-            }
-            if let Err(e) = self.store.commit(ws) {
-                self.poison(e.to_string());
-                return Err(e);
-            }
-            self.syncer.note_commit()
-        };
-        if became_ready {
-            self.ready.send_modify(|n| *n += 1);
+    /// Ends a call's change under the state lock: serves the lease calls
+    /// waiting on queues in which messages became ready (their leases join
+    /// the same group), adds the writes to the open commit group, hands the
+    /// waiting calls their deliveries, and wakes the sync thread and the
+    /// driver if needed. Returns the ticket to wait on.
+    pub fn absorb_locked(&self, state: &mut State, mut tx: Tx, now: u64) -> u64 {
+        let ready_queues = std::mem::take(&mut tx.ready_queues);
+        let wake_driver = tx.wake_driver;
+        let was_needed = state.sync_needed;
+        // The call's writes join the group first: a waiter served below
+        // may be handed a message this very call enqueued, and reads its
+        // payload from the group.
+        let mut ticket = state.absorb(tx);
+        let mut served = Vec::new();
+        if !ready_queues.is_empty() {
+            let mut serving = Tx::default();
+            serving.ready_queues = ready_queues;
+            served = state.serve_waiters(&self.store, now, &mut serving);
+            ticket = state.absorb(serving);
+        }
+        if state.sync_needed && !was_needed {
+            self.cell.notify_sync();
+        }
+        for (sender, deliveries) in served {
+            // A caller that left in the meantime loses nothing: its leases
+            // run out and the messages come back (at-least-once).
+            let _ = sender.send(deliveries.map(|deliveries| Handed { deliveries, ticket }));
         }
         if wake_driver {
             self.driver_wake.notify_one();
         }
-        Ok(ticket)
+        ticket
     }
 
-    /// The skeleton of every changing call: lock, change, commit, unlock,
-    /// wait for durability.
+    /// The skeleton of every changing call: lock, change, join the commit
+    /// group, unlock, wait for durability.
     pub async fn write<T>(
         &self,
         change: impl FnOnce(&mut State, &Store, u64, &mut Tx) -> BrokerResult<T>,
@@ -291,12 +314,7 @@ impl Inner {
             let now = self.clock.now_ms();
             let mut tx = Tx::default();
             let out = change(&mut state, &self.store, now, &mut tx);
-            let ticket = self
-                .commit_locked(&state, tx)
-                .map_err(|e| BrokerError::Unavailable {
-                    reason: e.to_string(),
-                    maybe_applied: false,
-                })?;
+            let ticket = self.absorb_locked(&mut state, tx, now);
             (out, ticket)
         };
         self.syncer.wait(ticket).await?;
@@ -311,6 +329,23 @@ impl Inner {
             return Err(BrokerError::unavailable("broker is shut down"));
         }
         let state = self.lock_state();
+        view(&state, &self.store, self.clock.now_ms())
+    }
+
+    /// A read that scans an index of the engine: the open group's writes
+    /// are written to the engine first, so the scan sees them.
+    pub fn read_scan<T>(
+        &self,
+        view: impl FnOnce(&State, &Store, u64) -> BrokerResult<T>,
+    ) -> BrokerResult<T> {
+        if self.is_stopping() {
+            return Err(BrokerError::unavailable("broker is shut down"));
+        }
+        let mut state = self.lock_state();
+        state.flush_pending(&self.store).map_err(|e| {
+            self.poison(e.to_string());
+            BrokerError::unavailable(format!("store refuses writes: {e}"))
+        })?;
         view(&state, &self.store, self.clock.now_ms())
     }
 }

@@ -2,12 +2,17 @@
 //! running out. Each runs under the state lock.
 
 use delayd_core::{
-    metric, BrokerError, BrokerResult, LeaseId, MessageId, MessageState, Nack, QueueName,
+    metric, BrokerError, BrokerResult, Delivery, LeaseId, MessageId, MessageState, Nack, QueueName,
 };
 
 use crate::codec::MessageRecord;
 use crate::state::{State, Tx};
 use crate::store::Store;
+use crate::waiters::HandOff;
+
+/// Deliveries (or the failure) for a waiting lease call, sent once the
+/// call's group is known.
+pub(crate) type Serving = (HandOff, BrokerResult<Vec<Delivery>>);
 
 /// How a delivery failed.
 pub(crate) struct Failure {
@@ -18,6 +23,60 @@ pub(crate) struct Failure {
 }
 
 impl State {
+    /// The delivery of a just-leased record, payload read from the store.
+    pub fn delivery(
+        &self,
+        store: &Store,
+        queue: QueueName,
+        rec: MessageRecord,
+    ) -> BrokerResult<Delivery> {
+        let payload = self.payload_of(store, rec.seq)?;
+        Ok(Delivery {
+            queue,
+            id: rec.id,
+            seq: rec.seq,
+            lease_id: rec.lease_id.unwrap_or_else(LeaseId::generate),
+            lease_until: rec.lease_until.unwrap_or(0),
+            attempt: rec.attempts,
+            deliver_at: rec.deliver_at,
+            priority: rec.priority,
+            headers: rec.headers,
+            payload,
+        })
+    }
+
+    /// Leases the messages that became ready in this call (`tx.ready_queues`)
+    /// to the calls waiting on their queues, longest-waiting first, each up
+    /// to its `max`. Runs under the lock before the call's writes join the
+    /// commit group, so the leases are in the same group.
+    pub fn serve_waiters(&mut self, store: &Store, now: u64, tx: &mut Tx) -> Vec<Serving> {
+        let queues = std::mem::take(&mut tx.ready_queues);
+        let mut served = Vec::new();
+        for queue in &queues {
+            while self.first_ready(std::slice::from_ref(queue), now).is_some() {
+                let Some((id, waiter)) = self.waiters.pop(queue) else {
+                    break;
+                };
+                match self.lease_ready(&waiter.queues, waiter.max, waiter.lease_ms, now, tx) {
+                    Ok(leased) if leased.is_empty() => {
+                        debug_assert!(false, "{queue} has a ready message but none was leased");
+                        self.waiters.restore(id, waiter);
+                        break;
+                    }
+                    Ok(leased) => {
+                        let deliveries = leased
+                            .into_iter()
+                            .map(|(q, rec)| self.delivery(store, q, rec))
+                            .collect();
+                        served.push((waiter.sender, deliveries));
+                    }
+                    Err(e) => served.push((waiter.sender, Err(e))),
+                }
+            }
+        }
+        served
+    }
+
     /// Leases one message (any state but leased) to a consumer.
     pub fn lease_record(
         &mut self,

@@ -78,7 +78,18 @@ impl Inner {
         }
         let more_to_load =
             load_horizon_step(&mut state, &self.store, now, self.horizon_ms, &mut tx)?;
-        self.commit_locked(&state, tx)?;
+        // A timed pause that ended wakes nobody by itself: look at every
+        // queue someone waits on (few; O(1) when nobody waits).
+        let unpaused: Vec<_> = state
+            .waiters
+            .queues()
+            .filter(|q| state.first_ready(std::slice::from_ref(*q), now).is_some())
+            .cloned()
+            .collect();
+        for queue in &unpaused {
+            tx.note_ready(queue);
+        }
+        self.absorb_locked(&mut state, tx, now);
         Ok(fired == FIRE_BATCH || more_to_load)
     }
 
@@ -106,6 +117,8 @@ pub(crate) fn load_horizon_step(
         }
         None => return Ok(false),
     };
+    // The scan must see the open group's `due` writes.
+    state.flush_pending(store)?;
     let chunk = store.due_range(state.loaded, target, LOAD_BATCH)?;
     for (at, seq, key) in &chunk {
         let (queue, _) = codec::decode_message_key(key)?;

@@ -32,11 +32,13 @@ pub mod config;
 mod consume;
 mod driver;
 pub mod error;
+mod lease;
 mod messages;
 mod state;
 mod store;
 mod sync;
 mod timers;
+mod waiters;
 
 pub use broker::{LocalBroker, RecoveryReport, StoreStats};
 pub use config::{Durability, LocalConfig};

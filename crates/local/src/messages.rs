@@ -167,11 +167,7 @@ impl State {
         queue: &QueueName,
         rec: MessageRecord,
     ) -> BrokerResult<Message> {
-        let payload = store
-            .payload(rec.seq)
-            .map_err(store_err)?
-            .map(|(_, p)| p)
-            .unwrap_or_default();
+        let payload = self.payload_of(store, rec.seq)?;
         Ok(Message {
             queue: queue.clone(),
             id: rec.id,
@@ -191,8 +187,17 @@ impl State {
         })
     }
 
+    /// A message's payload (empty when it has none stored).
+    pub fn payload_of(&self, store: &Store, seq: u64) -> BrokerResult<Vec<u8>> {
+        Ok(self
+            .stored_payload(store, seq)
+            .map_err(store_err)?
+            .map(|(_, p)| p)
+            .unwrap_or_default())
+    }
+
     pub fn get_by_seq(&self, store: &Store, seq: u64) -> BrokerResult<Option<Message>> {
-        let Some((key, _)) = store.payload(seq).map_err(store_err)? else {
+        let Some((key, _)) = self.stored_payload(store, seq).map_err(store_err)? else {
             return Ok(None);
         };
         let (queue, id) = codec::decode_message_key(&key).map_err(store_err)?;

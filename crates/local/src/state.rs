@@ -21,6 +21,7 @@ use crate::codec::{self, MessageRecord, QueueRecord};
 use crate::error::StoreError;
 use crate::store::{Space, Store, WriteSet};
 use crate::timers::Timers;
+use crate::waiters::Waiters;
 
 /// Ready messages of a queue in delivery order: (priority, deliver_at, seq).
 type ReadyKey = (u32, u64, u64);
@@ -70,10 +71,20 @@ impl QueueState {
 pub(crate) struct Tx {
     pub ws: WriteSet,
     dirty: BTreeSet<QueueName>,
-    /// Something became ready: wake waiting lease calls.
-    pub became_ready: bool,
+    /// Queues in which messages became ready: their waiting lease calls
+    /// are served before the call's writes join the commit group.
+    pub ready_queues: Vec<QueueName>,
     /// A timer earlier than the driver's next deadline was armed.
     pub wake_driver: bool,
+}
+
+impl Tx {
+    /// Messages became ready in `queue`, on which some lease call waits.
+    pub fn note_ready(&mut self, queue: &QueueName) {
+        if !self.ready_queues.contains(queue) {
+            self.ready_queues.push(queue.clone());
+        }
+    }
 }
 
 pub(crate) struct State {
@@ -86,6 +97,21 @@ pub(crate) struct State {
     /// Where the loader stands towards `loading_to` (None: not loading).
     pub loading_to: Option<u64>,
     pub next_seq: u64,
+    /// Writes of the open commit group, not yet in the engine. Reads of
+    /// the engine look here first ([`State::stored_message`]), and scans
+    /// call [`State::flush_pending`] first.
+    pub pending: WriteSet,
+    /// Queues whose record changed in the open group (written when the
+    /// group is taken, once however many calls changed them).
+    pending_queues: BTreeSet<QueueName>,
+    /// Number of the open commit group: the ticket of a call whose writes
+    /// joined it. The sync thread closes it (`take_group`).
+    pub group: u64,
+    /// Writes joined the open group since the sync thread last took it
+    /// (they may already be in the engine through `flush_pending`, but
+    /// they still need the group's fsync).
+    pub sync_needed: bool,
+    pub waiters: Waiters,
 }
 
 fn store_err(e: StoreError) -> BrokerError {
@@ -103,6 +129,11 @@ impl State {
             loaded: (0, 0),
             loading_to: None,
             next_seq,
+            pending: WriteSet::default(),
+            pending_queues: BTreeSet::new(),
+            group: 1,
+            sync_needed: false,
+            waiters: Waiters::default(),
         }
     }
 
@@ -129,18 +160,85 @@ impl State {
         tx.dirty.insert(name.clone());
     }
 
-    /// Writes the records of the queues the call changed; returns the
-    /// write set to commit.
-    pub fn finish(&self, mut tx: Tx) -> Result<(WriteSet, bool, bool), StoreError> {
-        for name in &tx.dirty {
-            match self.queues.get(name) {
-                Some(q) => tx.ws.queue(name, &q.record)?,
-                None => tx
-                    .ws
-                    .delete(Space::Queues, name.as_str().as_bytes().to_vec()),
+    /// Adds a call's writes to the open commit group. Returns the ticket
+    /// the call waits on before it answers: the open group when anything
+    /// was (or still is) pending, else the group before it (what the call
+    /// saw may be that group's, possibly not yet fsynced).
+    pub fn absorb(&mut self, tx: Tx) -> u64 {
+        let wrote = !tx.ws.is_empty() || !tx.dirty.is_empty();
+        self.pending.merge(tx.ws);
+        self.pending_queues.extend(tx.dirty);
+        if wrote {
+            self.sync_needed = true;
+        }
+        if self.sync_needed {
+            self.group
+        } else {
+            self.group - 1
+        }
+    }
+
+    /// Closes the open group: its number and its writes, queue records
+    /// included. The sync thread commits them to the engine under the
+    /// same lock hold, so engine reads never miss a taken group.
+    pub fn take_group(&mut self) -> Result<(u64, WriteSet), StoreError> {
+        let group = self.group;
+        self.group += 1;
+        self.sync_needed = false;
+        Ok((group, self.take_pending()?))
+    }
+
+    fn take_pending(&mut self) -> Result<WriteSet, StoreError> {
+        let mut set = std::mem::take(&mut self.pending);
+        for name in std::mem::take(&mut self.pending_queues) {
+            match self.queues.get(&name) {
+                Some(q) => set.queue(&name, &q.record)?,
+                None => set.delete(Space::Queues, name.as_str().as_bytes().to_vec()),
             }
         }
-        Ok((tx.ws, tx.became_ready, tx.wake_driver))
+        Ok(set)
+    }
+
+    /// Writes the open group's writes to the engine now (before a scan of
+    /// an index, which must see them). The group stays open: its callers
+    /// still wait for the sync thread's fsync of it.
+    pub fn flush_pending(&mut self, store: &Store) -> Result<(), StoreError> {
+        if self.pending.is_empty() && self.pending_queues.is_empty() {
+            return Ok(());
+        }
+        let set = self.take_pending()?;
+        store.commit(set)
+    }
+
+    /// A message record as stored: the open group's write, else the
+    /// engine's.
+    pub fn stored_message(
+        &self,
+        store: &Store,
+        key: &[u8],
+    ) -> Result<Option<MessageRecord>, StoreError> {
+        match self.pending.get(Space::Messages, key) {
+            Some(Some(value)) => codec::decode_record(value).map(Some),
+            Some(None) => Ok(None),
+            None => store.message(key),
+        }
+    }
+
+    /// A payload as stored (with its message key): the open group's
+    /// write, else the engine's.
+    pub fn stored_payload(
+        &self,
+        store: &Store,
+        seq: u64,
+    ) -> Result<Option<crate::store::KeyAndPayload>, StoreError> {
+        match self.pending.get(Space::Payloads, &codec::seq_key(seq)) {
+            Some(Some(value)) => {
+                let (key, payload) = codec::decode_payload(value)?;
+                Ok(Some((key.to_vec(), payload.to_vec())))
+            }
+            Some(None) => Ok(None),
+            None => store.payload(seq),
+        }
     }
 
     /// A live message: from memory, else from disk.
@@ -156,8 +254,7 @@ impl State {
         if let Some(rec) = q.messages.get(id) {
             return Ok(Some(rec.clone()));
         }
-        store
-            .message(&codec::message_key(queue, id))
+        self.stored_message(store, &codec::message_key(queue, id))
             .map_err(store_err)
     }
 
@@ -220,6 +317,7 @@ impl State {
             MessageState::Leased => new.lease_until,
             _ => None,
         };
+        let waited_on = self.waiters.waiting_on(queue);
         let q = self.queue_mut(queue, tx)?;
         adjust_counts(&mut q.record, old, Some(&new));
         if !in_memory {
@@ -227,7 +325,9 @@ impl State {
         }
         if new.state == MessageState::Ready {
             insert_ready(q, &new);
-            tx.became_ready = true;
+            if waited_on {
+                tx.note_ready(queue);
+            }
         }
         let key = (new.seq, queue.clone(), new.id.clone());
         q.messages.insert(new.id.clone(), new);
@@ -268,6 +368,7 @@ impl State {
     /// Loads a message from disk into memory without writing (horizon
     /// loader, recovery). Skips messages already in memory.
     pub fn load(&mut self, queue: &QueueName, mut rec: MessageRecord, now: u64, tx: &mut Tx) {
+        let waited_on = self.waiters.waiting_on(queue);
         let Some(q) = self.queues.get_mut(queue) else {
             return;
         };
@@ -284,7 +385,9 @@ impl State {
         };
         if rec.state == MessageState::Ready {
             insert_ready(q, &rec);
-            tx.became_ready = true;
+            if waited_on {
+                tx.note_ready(queue);
+            }
         }
         let (seq, id) = (rec.seq, rec.id.clone());
         q.messages.insert(id.clone(), rec);
@@ -296,6 +399,7 @@ impl State {
     /// A scheduled message's timer fired: it becomes ready. Memory only,
     /// because on disk "scheduled and due" already means ready.
     pub fn make_ready(&mut self, queue: &QueueName, id: &MessageId, tx: &mut Tx) -> bool {
+        let waited_on = self.waiters.waiting_on(queue);
         let Some(q) = self.queues.get_mut(queue) else {
             return false;
         };
@@ -308,7 +412,9 @@ impl State {
         rec.state = MessageState::Ready;
         let rec = rec.clone();
         insert_ready(q, &rec);
-        tx.became_ready = true;
+        if waited_on {
+            tx.note_ready(queue);
+        }
         true
     }
 

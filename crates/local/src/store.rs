@@ -46,6 +46,29 @@ impl WriteSet {
         self.ops.is_empty()
     }
 
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// The pending write of a key: `Some(Some(value))` put, `Some(None)`
+    /// deleted, `None` untouched (read the engine).
+    pub fn get(&self, space: Space, key: &[u8]) -> Option<Option<&[u8]>> {
+        // BTreeMap keys are owned tuples; the lookup key must be too.
+        self.ops
+            .get(&(space, key.to_vec()))
+            .map(|value| value.as_deref())
+    }
+
+    /// Adds a later set's writes: for a key both touch, the later one wins,
+    /// which is what applying them one after the other would leave.
+    pub fn merge(&mut self, later: WriteSet) {
+        if self.ops.is_empty() {
+            self.ops = later.ops;
+        } else {
+            self.ops.extend(later.ops);
+        }
+    }
+
     /// Records the index changes of a message going from `old` to `new`
     /// (`None`: absent). The `due` index holds exactly the stored-scheduled
     /// messages, `pinned` exactly the leased and dead ones.

@@ -1,30 +1,77 @@
-//! Group commit: one thread makes commits durable, many callers wait.
+//! Group commit: calls join an open group, one thread commits and fsyncs
+//! whole groups, many callers wait.
 //!
-//! Callers commit their write set to the engine (cheap: journal buffer and
-//! memtable) under the broker's state lock and take a ticket, the number of
-//! commits so far. The sync thread reads the latest ticket `c`, fsyncs the
-//! journal once, and publishes "durable up to `c`": every caller whose
-//! ticket is `<= c` returns. Callers that arrive during an fsync form the
-//! next group, so the number of fsyncs per second is bounded by the disk,
-//! not by the callers.
+//! A call changes memory under the state lock and adds its writes to the
+//! open group (`State::absorb`), taking the group's number as its ticket.
+//! The sync thread closes the open group under the same lock (so the
+//! groups follow state-change order), writes it to the engine as one
+//! batch in that lock hold (so engine reads never miss a closed group),
+//! releases the lock, fsyncs the journal once, and publishes "durable up
+//! to group `g`": every caller whose ticket is `<= g` returns. Calls that
+//! arrive during an fsync form the next group, so the number of engine
+//! batches and fsyncs per second is bounded by the disk, not by the
+//! callers, and a key many calls of a group touch (a queue's record, the
+//! seq high-water mark) is written once per group.
 //!
-//! A failed fsync poisons the broker: the page cache may have dropped the
-//! dirty pages, so what is on disk is unknown, and the only honest answer
-//! to every later write is `Unavailable` (fjall's own poisoned flag and the
-//! "fsyncgate" lesson).
+//! The thread sleeps on a condition variable of the state lock and is
+//! notified only when the open group gets its first write, not per call.
+//!
+//! A failed commit or fsync poisons the broker: the page cache may have
+//! dropped the dirty pages, so what is on disk is unknown, and the only
+//! honest answer to every later write is `Unavailable` (fjall's own
+//! poisoned flag and the "fsyncgate" lesson).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use delayd_core::{metric, BrokerError};
-use fjall::{Database, PersistMode};
+use fjall::PersistMode;
 use tokio::sync::watch;
 
 use crate::config::Durability;
+use crate::state::State;
+use crate::store::Store;
+
+/// The state lock with its condition variable (the sync thread waits on
+/// it for the open group's first write) and a count of acquisitions.
+pub(crate) struct StateCell {
+    state: Mutex<State>,
+    sync_wake: Condvar,
+    acquisitions: AtomicU64,
+}
+
+impl StateCell {
+    pub fn new(state: State) -> Self {
+        Self {
+            state: Mutex::new(state),
+            sync_wake: Condvar::new(),
+            acquisitions: AtomicU64::new(0),
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.acquisitions.fetch_add(1, Ordering::Relaxed);
+        // A panic under the lock cannot leave a half-applied change
+        // behind that later calls would trust more than a restart would:
+        // memory is rebuilt from the store at open. Serving on is the
+        // lesser evil than refusing every call.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn acquisitions(&self) -> u64 {
+        self.acquisitions.load(Ordering::Relaxed)
+    }
+
+    /// Called with the lock held after a call's writes joined the open
+    /// group: wakes the sync thread if they were the group's first.
+    pub fn notify_sync(&self) {
+        self.sync_wake.notify_one();
+    }
+}
 
 #[derive(Clone, Debug, Default)]
 struct Durable {
@@ -32,16 +79,12 @@ struct Durable {
     failed: Option<String>,
 }
 
-#[derive(Default)]
-struct Pending {
-    committed: u64,
-    stop: bool,
-}
-
 struct Shared {
-    pending: Mutex<Pending>,
-    wake: Condvar,
+    cell: Arc<StateCell>,
+    store: Arc<Store>,
+    stop: AtomicBool,
     durable: watch::Sender<Durable>,
+    groups: AtomicU64,
     fsyncs: AtomicU64,
 }
 
@@ -52,17 +95,24 @@ pub(crate) struct Syncer {
 }
 
 impl Syncer {
-    pub fn start(db: Database, dir: PathBuf, durability: Durability) -> Self {
+    pub fn start(
+        cell: Arc<StateCell>,
+        store: Arc<Store>,
+        dir: PathBuf,
+        durability: Durability,
+    ) -> Self {
         let shared = Arc::new(Shared {
-            pending: Mutex::new(Pending::default()),
-            wake: Condvar::new(),
+            cell,
+            store,
+            stop: AtomicBool::new(false),
             durable: watch::channel(Durable::default()).0,
+            groups: AtomicU64::new(0),
             fsyncs: AtomicU64::new(0),
         });
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("delayd-sync".into())
-            .spawn(move || sync_loop(&thread_shared, &db, &dir, durability))
+            .spawn(move || sync_loop(&thread_shared, &dir, durability))
             .ok();
         if thread.is_none() {
             shared.durable.send_modify(|d| {
@@ -76,16 +126,6 @@ impl Syncer {
         }
     }
 
-    /// Counts one commit that just reached the engine; returns its ticket.
-    /// Called with the broker's state lock held, so tickets follow commit
-    /// order.
-    pub fn note_commit(&self) -> u64 {
-        let mut pending = lock(&self.shared.pending);
-        pending.committed += 1;
-        self.shared.wake.notify_one();
-        pending.committed
-    }
-
     /// Why the store takes no more writes, if it does not.
     pub fn failure(&self) -> Option<String> {
         self.shared.durable.borrow().failed.clone()
@@ -95,11 +135,12 @@ impl Syncer {
         self.shared.fsyncs.load(Ordering::Relaxed)
     }
 
+    /// Groups written to the engine so far.
     pub fn commits(&self) -> u64 {
-        lock(&self.shared.pending).committed
+        self.shared.groups.load(Ordering::Relaxed)
     }
 
-    /// Returns once commit `ticket` is as durable as the durability mode
+    /// Returns once group `ticket` is as durable as the durability mode
     /// promises (at once for `Interval` and `Never`).
     pub async fn wait(&self, ticket: u64) -> Result<(), BrokerError> {
         if self.durability != Durability::Always {
@@ -107,6 +148,9 @@ impl Syncer {
                 Some(reason) => Err(unavailable(reason)),
                 None => Ok(()),
             };
+        }
+        if self.shared.durable.borrow().upto >= ticket {
+            return Ok(());
         }
         let mut rx = self.shared.durable.subscribe();
         let result = rx
@@ -120,10 +164,13 @@ impl Syncer {
         }
     }
 
-    /// Makes everything committed durable and stops the thread.
+    /// Makes everything absorbed durable and stops the thread.
     pub fn stop(&self) {
-        lock(&self.shared.pending).stop = true;
-        self.shared.wake.notify_all();
+        {
+            let _state = self.shared.cell.lock();
+            self.shared.stop.store(true, Ordering::SeqCst);
+            self.shared.cell.sync_wake.notify_all();
+        }
         let thread = lock(&self.thread).take();
         if let Some(thread) = thread {
             if thread.join().is_err() {
@@ -147,60 +194,92 @@ fn unavailable(reason: String) -> BrokerError {
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while holding this lock leaves plain counters behind, which
-    // stay meaningful, so poisoning is ignored.
+    // A panic while holding this lock leaves a thread handle behind, which
+    // stays meaningful, so poisoning is ignored.
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn sync_loop(shared: &Shared, db: &Database, dir: &Path, durability: Durability) {
-    let mode = match durability {
-        Durability::Never => PersistMode::Buffer,
-        _ => PersistMode::SyncAll,
-    };
+fn sync_loop(shared: &Shared, dir: &Path, durability: Durability) {
     let mut journal = JournalSync::new(dir);
     loop {
-        let (target, stop) = next_group(shared, durability);
-        let done = shared.durable.borrow().upto;
-        if target > done {
-            let mode = if stop { PersistMode::SyncAll } else { mode };
-            if let Err(reason) = persist(shared, db, &mut journal, mode, target - done) {
-                shared.durable.send_modify(|d| d.failed = Some(reason));
-                return;
+        let stop;
+        let group = {
+            let mut state = wait_for_group(shared, durability);
+            stop = shared.stop.load(Ordering::SeqCst);
+            if !state.sync_needed {
+                if stop {
+                    // Nothing open; still make the engine's own buffers
+                    // durable on the way out.
+                    drop(state);
+                    let _ = persist(shared, &mut journal, PersistMode::SyncAll, 0);
+                    return;
+                }
+                continue;
             }
-            shared.durable.send_modify(|d| d.upto = target);
+            let taken = state.take_group();
+            let committed = taken.and_then(|(group, set)| {
+                let ops = set.len();
+                shared.store.commit(set).map(|()| (group, ops))
+            });
+            match committed {
+                Ok(group) => group,
+                Err(e) => {
+                    tracing::error!(error = %e, "commit failed; the broker refuses further writes");
+                    shared
+                        .durable
+                        .send_modify(|d| d.failed = Some(e.to_string()));
+                    return;
+                }
+            }
+        };
+        shared.groups.fetch_add(1, Ordering::Relaxed);
+        let mode = match durability {
+            _ if stop => PersistMode::SyncAll,
+            Durability::Never => PersistMode::Buffer,
+            _ => PersistMode::SyncAll,
+        };
+        if let Err(reason) = persist(shared, &mut journal, mode, group.1) {
+            shared.durable.send_modify(|d| d.failed = Some(reason));
+            return;
         }
+        shared.durable.send_modify(|d| d.upto = group.0);
         if stop {
             return;
         }
     }
 }
 
-/// Waits for work: returns the latest ticket and whether to stop.
-fn next_group(shared: &Shared, durability: Durability) -> (u64, bool) {
-    let mut pending = lock(&shared.pending);
+/// Waits until there is a group to close (or the thread must stop) and
+/// returns with the state lock held. `Interval` closes a group every
+/// interval; the other modes as soon as it has a write.
+fn wait_for_group(shared: &Shared, durability: Durability) -> MutexGuard<'_, State> {
+    let cell = &shared.cell;
+    let mut state = cell.lock();
     match durability {
         Durability::Interval(every) => {
             let deadline = Instant::now() + every;
-            while !pending.stop {
+            while !shared.stop.load(Ordering::SeqCst) {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     break;
                 }
-                pending = shared
-                    .wake
-                    .wait_timeout(pending, left.min(Duration::from_secs(1)))
+                state = cell
+                    .sync_wake
+                    .wait_timeout(state, left.min(Duration::from_secs(1)))
                     .map(|(g, _)| g)
                     .unwrap_or_else(|e| e.into_inner().0);
             }
         }
         _ => {
-            let done = shared.durable.borrow().upto;
-            while pending.committed <= done && !pending.stop {
-                pending = shared.wake.wait(pending).unwrap_or_else(|e| e.into_inner());
+            while !state.sync_needed && !shared.stop.load(Ordering::SeqCst) {
+                state = cell
+                    .sync_wake
+                    .wait(state)
+                    .unwrap_or_else(|e| e.into_inner());
             }
         }
     }
-    (pending.committed, pending.stop)
+    state
 }
 
 /// fsyncs the active journal through our own file handle.
@@ -264,12 +343,12 @@ fn newest_journal(dir: &Path) -> std::io::Result<Option<PathBuf>> {
 
 fn persist(
     shared: &Shared,
-    db: &Database,
     journal: &mut JournalSync,
     mode: PersistMode,
-    group: u64,
+    ops: usize,
 ) -> Result<(), String> {
     let started = Instant::now();
+    let db = &shared.store.db;
     let result = match mode {
         PersistMode::SyncAll => db
             .persist(PersistMode::Buffer)
@@ -281,9 +360,11 @@ fn persist(
         tracing::error!(error = %e, "journal fsync failed; the broker refuses further writes");
         return Err(e);
     }
-    shared.fsyncs.fetch_add(1, Ordering::Relaxed);
+    if mode == PersistMode::SyncAll {
+        shared.fsyncs.fetch_add(1, Ordering::Relaxed);
+    }
     metrics::histogram!(metric::COMMIT_SECONDS).record(started.elapsed().as_secs_f64());
-    metrics::histogram!(metric::COMMIT_BATCH_SIZE).record(group as f64);
+    metrics::histogram!(metric::COMMIT_BATCH_SIZE).record(ops as f64);
     metrics::counter!(metric::COMMITS_TOTAL).increment(1);
     Ok(())
 }

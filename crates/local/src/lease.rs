@@ -1,0 +1,109 @@
+//! The lease call: take what is ready, else wait in line for the hand-off
+//! (see `waiters`).
+
+use std::time::Duration;
+
+use delayd_core::{BrokerResult, Delivery, LeaseRequest, QueueName};
+use tokio::time::Instant;
+
+use crate::broker::Inner;
+use crate::state::Tx;
+use crate::waiters::Handed;
+
+/// Takes a waiting call out of line if its future is dropped (the client
+/// went away) before it was served or timed out.
+struct InLine<'a> {
+    inner: &'a Inner,
+    id: Option<u64>,
+}
+
+impl InLine<'_> {
+    /// Leaves the line; false when the call was served (or its queue
+    /// deleted) first, so that its channel holds the answer.
+    fn leave(&mut self) -> bool {
+        match self.id.take() {
+            Some(id) => self.inner.lock_state().waiters.remove(id),
+            None => false,
+        }
+    }
+
+    fn served(&mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for InLine<'_> {
+    fn drop(&mut self) {
+        self.leave();
+    }
+}
+
+impl Inner {
+    /// `Broker::lease` after its argument checks.
+    pub async fn lease(
+        &self,
+        queues: &[QueueName],
+        request: LeaseRequest,
+    ) -> BrokerResult<Vec<Delivery>> {
+        self.check_writable()?;
+        let deadline = Instant::now() + Duration::from_millis(request.wait_ms);
+        let (taken, ticket, waiting) = {
+            let mut state = self.lock_state();
+            let now = self.clock.now_ms();
+            let mut tx = Tx::default();
+            let taken = state
+                .lease_ready(queues, request.max, request.lease_ms, now, &mut tx)
+                .and_then(|leased| {
+                    leased
+                        .into_iter()
+                        .map(|(queue, rec)| state.delivery(&self.store, queue, rec))
+                        .collect::<BrokerResult<Vec<_>>>()
+                });
+            // Registered in the same lock hold that found nothing, so no
+            // message that becomes ready later can pass this call by.
+            let waiting = match &taken {
+                Ok(got) if got.is_empty() && request.wait_ms > 0 => Some(state.waiters.register(
+                    queues,
+                    request.max,
+                    request.lease_ms,
+                )),
+                _ => None,
+            };
+            let ticket = self.absorb_locked(&mut state, tx, now);
+            (taken, ticket, waiting)
+        };
+        let Some((id, mut receiver)) = waiting else {
+            let got = taken?;
+            if !got.is_empty() {
+                self.syncer.wait(ticket).await?;
+            }
+            return Ok(got);
+        };
+        let mut line = InLine {
+            inner: self,
+            id: Some(id),
+        };
+        let answer = tokio::select! {
+            answer = &mut receiver => answer.ok(),
+            () = tokio::time::sleep_until(deadline) => {
+                if line.leave() {
+                    return Ok(Vec::new());
+                }
+                // Served (or the queue deleted) just before the deadline.
+                receiver.try_recv().ok()
+            }
+            // A shutdown ends the wait with an empty list.
+            () = self.stopped() => return Ok(Vec::new()),
+        };
+        line.served();
+        match answer {
+            Some(Ok(Handed { deliveries, ticket })) => {
+                self.syncer.wait(ticket).await?;
+                Ok(deliveries)
+            }
+            Some(Err(e)) => Err(e),
+            // Its queue was deleted.
+            None => Ok(Vec::new()),
+        }
+    }
+}
