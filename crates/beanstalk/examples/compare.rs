@@ -3,13 +3,17 @@
 //!
 //! `cargo run --release -p delayd-beanstalk --example compare -- ADDR
 //! [--jobs 20000] [--producers 4] [--consumers 4] [--pipeline 1]
-//! [--delay-min 1] [--delay-max 3] [--seconds 60] [--early-tolerance-ms 1]
-//! [--label NAME] [--json]`
+//! [--reserves 1] [--rate 0] [--delay-min 1] [--delay-max 3] [--seconds 60]
+//! [--early-tolerance-ms 1] [--label NAME] [--json]`
 //!
 //! Producers `put` 100-byte jobs with a delay of `delay-min..=delay-max`
 //! whole seconds (`--pipeline K`: K puts written at once per connection,
 //! then their K replies read; 1 is request/response, as typical clients
-//! do). Consumers loop `reserve-with-timeout 1` + `delete`. Each body
+//! do). Consumers loop `reserve-with-timeout 1` + `delete`, keeping
+//! `--reserves R` reserves in flight per connection (each `RESERVED` is
+//! answered with its `delete` and a new reserve, written together).
+//! `--rate N` paces the producers to N puts per second in all (batches of
+//! `--pipeline` sent on a fixed schedule); 0 is as fast as they can. Each body
 //! carries a run nonce, the job's sequence number, the time just before its
 //! `put` was written and its delay, so a consumer computes
 //!
@@ -52,6 +56,9 @@ struct Args {
     producers: u64,
     consumers: u64,
     pipeline: u64,
+    reserves: u64,
+    /// Puts per second over all producers (0: as fast as they can).
+    rate: u64,
     delay_min: u64,
     delay_max: u64,
     seconds: u64,
@@ -67,6 +74,8 @@ fn parse_args() -> Result<Args, BoxError> {
         producers: 4,
         consumers: 4,
         pipeline: 1,
+        reserves: 1,
+        rate: 0,
         delay_min: 1,
         delay_max: 3,
         seconds: 60,
@@ -85,6 +94,8 @@ fn parse_args() -> Result<Args, BoxError> {
             "--producers" => args.producers = value(&arg)?.parse()?,
             "--consumers" => args.consumers = value(&arg)?.parse()?,
             "--pipeline" => args.pipeline = value(&arg)?.parse()?,
+            "--reserves" => args.reserves = value(&arg)?.parse()?,
+            "--rate" => args.rate = value(&arg)?.parse()?,
             "--delay-min" => args.delay_min = value(&arg)?.parse()?,
             "--delay-max" => args.delay_max = value(&arg)?.parse()?,
             "--seconds" => args.seconds = value(&arg)?.parse()?,
@@ -96,7 +107,7 @@ fn parse_args() -> Result<Args, BoxError> {
             "-h" | "--help" => {
                 println!(
                     "usage: compare ADDR [--jobs N] [--producers N] [--consumers N] \
-                     [--pipeline K] [--delay-min S] [--delay-max S] [--seconds S] \
+                     [--pipeline K] [--reserves R] [--rate N] [--delay-min S] [--delay-max S] [--seconds S] \
                      [--early-tolerance-ms MS] [--label NAME] [--json]"
                 );
                 std::process::exit(0);
@@ -109,8 +120,10 @@ fn parse_args() -> Result<Args, BoxError> {
     if args.addr.is_empty() {
         return Err("missing ADDR (host:port)".into());
     }
-    if args.producers == 0 || args.consumers == 0 || args.pipeline == 0 {
-        return Err("--producers, --consumers and --pipeline must be at least 1".into());
+    if args.producers == 0 || args.consumers == 0 || args.pipeline == 0 || args.reserves == 0 {
+        return Err(
+            "--producers, --consumers, --pipeline and --reserves must be at least 1".into(),
+        );
     }
     if args.delay_max < args.delay_min {
         return Err("--delay-max is below --delay-min".into());
@@ -246,7 +259,7 @@ async fn main() -> Result<(), BoxError> {
     if args.json {
         println!(
             "{{\"label\":{label:?},\"addr\":{addr:?},\"jobs\":{jobs},\"producers\":{p},\
-             \"consumers\":{c},\"pipeline\":{k},\"delay_min\":{dmin},\"delay_max\":{dmax},\
+             \"consumers\":{c},\"pipeline\":{k},\"reserves\":{r},\"rate\":{rate},\"delay_min\":{dmin},\"delay_max\":{dmax},\
              \"inserted\":{ins},\"delivered\":{del},\"lost\":{lost},\"duplicates\":{dup},\
              \"foreign\":{foreign},\"early\":{early},\"put_seconds\":{ps:.3},\
              \"delivery_seconds\":{gs:.3},\"puts_per_s\":{pr:.0},\"deliveries_per_s\":{dr:.0},\
@@ -259,6 +272,8 @@ async fn main() -> Result<(), BoxError> {
             p = args.producers,
             c = args.consumers,
             k = args.pipeline,
+            r = args.reserves,
+            rate = args.rate,
             dmin = args.delay_min,
             dmax = args.delay_max,
             ins = puts.inserted,
@@ -280,11 +295,12 @@ async fn main() -> Result<(), BoxError> {
         );
     } else {
         println!(
-            "label={} pipeline={} jobs={} inserted={} delivered={} lost={} dup={} early={} \
+            "label={} pipeline={} reserves={} jobs={} inserted={} delivered={} lost={} dup={} early={} \
              puts_per_s={:.0} deliveries_per_s={:.0} late_p50_ms={:.2} late_p99_ms={:.2} \
              late_max_ms={:.2} late_min_ms={:.2} put_rtt_p99_ms={:.2} put_s={:.2} delivery_s={:.2} timed_out={}{}",
             args.label,
             args.pipeline,
+            args.reserves,
             args.jobs,
             puts.inserted,
             gets.delivered,
@@ -379,7 +395,16 @@ async fn produce(
     let mut line = String::new();
     let mut seq = index;
     let mut out = Vec::with_capacity(args.pipeline as usize * (BODY_LEN + 40));
+    // Paced: this producer's batches start at fixed intervals.
+    let interval = (args.rate > 0).then(|| {
+        Duration::from_secs_f64((args.pipeline * args.producers) as f64 / args.rate as f64)
+    });
+    let mut next_batch = tokio::time::Instant::now();
     while seq < args.jobs && Instant::now() < deadline {
+        if let Some(interval) = interval {
+            tokio::time::sleep_until(next_batch).await;
+            next_batch += interval;
+        }
         out.clear();
         let send_us = shared.now_us();
         stats.first_send_us.get_or_insert(send_us);
@@ -411,6 +436,33 @@ async fn produce(
     Ok(stats)
 }
 
+/// What a consumer's next reply answers.
+enum Expect {
+    Reserve,
+    Delete(String),
+}
+
+impl Shared {
+    /// Whether consumers should stop asking for jobs.
+    fn consumers_done(&self, hard_limit: Instant, stall: Duration) -> bool {
+        if Instant::now() >= hard_limit {
+            self.timed_out.store(true, Ordering::SeqCst);
+            return true;
+        }
+        if !self.producers_done.load(Ordering::SeqCst) {
+            return false;
+        }
+        if self.delivered.load(Ordering::SeqCst) >= self.inserted.load(Ordering::SeqCst) {
+            return true;
+        }
+        // Nothing delivered for a while after the last put: the rest is lost.
+        let progress_us = self.progress_us.load(Ordering::SeqCst);
+        self.now_us().saturating_sub(progress_us) > stall.as_micros() as u64
+    }
+}
+
+const RESERVE: &[u8] = b"reserve-with-timeout 1\r\n";
+
 async fn consume(args: Args, shared: Arc<Shared>) -> Result<ConsumerStats, BoxError> {
     let mut stream = BufReader::new(TcpStream::connect(&args.addr).await?);
     stream.get_mut().set_nodelay(true)?;
@@ -418,67 +470,76 @@ async fn consume(args: Args, shared: Arc<Shared>) -> Result<ConsumerStats, BoxEr
     let mut line = String::new();
     let hard_limit = shared.t0 + Duration::from_secs(2 * args.seconds + args.delay_max + 5);
     let stall = Duration::from_secs(args.delay_max + 5);
-    loop {
-        let now = Instant::now();
-        if now >= hard_limit {
-            shared.timed_out.store(true, Ordering::SeqCst);
-            break;
-        }
-        if shared.producers_done.load(Ordering::SeqCst) {
-            if shared.delivered.load(Ordering::SeqCst) >= shared.inserted.load(Ordering::SeqCst) {
-                break;
-            }
-            // Nothing delivered for a while after the last put: the rest is lost.
-            let progress_us = shared.progress_us.load(Ordering::SeqCst);
-            if shared.now_us().saturating_sub(progress_us) > stall.as_micros() as u64 {
-                break;
-            }
-        }
-        stream
-            .get_mut()
-            .write_all(b"reserve-with-timeout 1\r\n")
-            .await?;
+    let mut expected = std::collections::VecDeque::new();
+    stream
+        .get_mut()
+        .write_all(&RESERVE.repeat(args.reserves as usize))
+        .await?;
+    expected.extend((0..args.reserves).map(|_| Expect::Reserve));
+    let mut out = Vec::new();
+    while let Some(expect) = expected.pop_front() {
         line.clear();
         if stream.read_line(&mut line).await? == 0 {
             return Err("connection closed".into());
         }
         let recv_us = shared.now_us();
-        let parts: Vec<&str> = line.trim_end().split(' ').collect();
-        let (id, bytes) = match parts.as_slice() {
-            ["RESERVED", id, bytes] => ((*id).to_owned(), bytes.parse::<usize>()?),
-            ["TIMED_OUT"] | ["DEADLINE_SOON"] => continue,
-            _ => return Err(format!("reserve: {}", line.trim_end()).into()),
-        };
-        let mut data = vec![0; bytes + 2];
-        stream.read_exact(&mut data).await?;
-        stream
-            .get_mut()
-            .write_all(format!("delete {id}\r\n").as_bytes())
-            .await?;
-        line.clear();
-        stream.read_line(&mut line).await?;
-        if line != "DELETED\r\n" {
-            return Err(format!("delete {id}: {}", line.trim_end()).into());
+        let done = shared.consumers_done(hard_limit, stall);
+        out.clear();
+        match expect {
+            Expect::Delete(id) => {
+                if line != "DELETED\r\n" {
+                    return Err(format!("delete {id}: {}", line.trim_end()).into());
+                }
+                stats.last_delete_us = recv_us;
+                continue;
+            }
+            Expect::Reserve => {
+                let parts: Vec<&str> = line.trim_end().split(' ').collect();
+                match parts.as_slice() {
+                    ["RESERVED", id, bytes] => {
+                        let bytes = bytes.parse::<usize>()?;
+                        let id = (*id).to_owned();
+                        let mut data = vec![0; bytes + 2];
+                        stream.read_exact(&mut data).await?;
+                        out.extend_from_slice(format!("delete {id}\r\n").as_bytes());
+                        expected.push_back(Expect::Delete(id));
+                        stats.record(&args, &shared, &data[..bytes], recv_us);
+                    }
+                    ["TIMED_OUT"] | ["DEADLINE_SOON"] => {}
+                    _ => return Err(format!("reserve: {}", line.trim_end()).into()),
+                }
+                if !done {
+                    out.extend_from_slice(RESERVE);
+                    expected.push_back(Expect::Reserve);
+                }
+            }
         }
-        stats.last_delete_us = shared.now_us();
-        match parse_body(&data[..bytes]) {
+        if !out.is_empty() {
+            stream.get_mut().write_all(&out).await?;
+        }
+    }
+    Ok(stats)
+}
+
+impl ConsumerStats {
+    fn record(&mut self, args: &Args, shared: &Shared, body: &[u8], recv_us: u64) {
+        match parse_body(body) {
             Some((nonce, seq, send_us, delay)) if nonce == shared.nonce => {
                 if !shared.seen.lock().expect("seen lock").insert(seq) {
-                    stats.duplicates += 1;
-                    continue;
+                    self.duplicates += 1;
+                    return;
                 }
-                stats.first_recv_us.get_or_insert(recv_us);
-                stats.delivered += 1;
+                self.first_recv_us.get_or_insert(recv_us);
+                self.delivered += 1;
                 shared.delivered.fetch_add(1, Ordering::SeqCst);
                 shared.progress_us.fetch_max(recv_us, Ordering::SeqCst);
                 let lateness = recv_us as i64 - (send_us + delay * 1_000_000) as i64;
                 if lateness < -args.early_tolerance_us {
-                    stats.early += 1;
+                    self.early += 1;
                 }
-                stats.lateness_us.push(lateness);
+                self.lateness_us.push(lateness);
             }
-            _ => stats.foreign += 1,
+            _ => self.foreign += 1,
         }
     }
-    Ok(stats)
 }

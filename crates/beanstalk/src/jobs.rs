@@ -33,7 +33,8 @@ pub(crate) enum Interrupt {
 
 /// How a reserve ended when it was not interrupted.
 enum Reserved {
-    Job(Delivery),
+    /// One job per pipelined `reserve` answered (at least one).
+    Jobs(Vec<Delivery>),
     DeadlineSoon,
     TimedOut,
 }
@@ -69,7 +70,7 @@ impl Drop for WaitingGuard {
 }
 
 impl Session {
-    fn mark_worker(&mut self) {
+    pub(crate) fn mark_worker(&mut self) {
         if !self.worker {
             self.worker = true;
             let workers = &self.shared.counters.current_workers;
@@ -90,15 +91,19 @@ impl Session {
         Some(soonest.saturating_sub(SAFETY_MARGIN_MS))
     }
 
-    /// `reserve` / `reserve-with-timeout`, waiting until a job comes or
-    /// `interrupted` completes. Returns false when the connection must
-    /// close without a reply (the server is stopping).
+    /// `count` pipelined `reserve`s (or `reserve-with-timeout`s with the
+    /// same timeout), waiting until a job comes or `interrupted` completes.
+    /// One broker lease serves as many of them as jobs are ready (at least
+    /// the first). Returns how many of the reserves were answered (at least
+    /// one), or `None` when the connection must close without a reply (the
+    /// server is stopping).
     pub(crate) async fn reserve(
         &mut self,
         timeout_secs: Option<u32>,
+        count: u32,
         interrupted: impl Future<Output = Interrupt>,
         out: &mut Vec<u8>,
-    ) -> bool {
+    ) -> Option<u32> {
         self.mark_worker();
         self.forget_expired();
         let _waiting = WaitingGuard::new(Arc::clone(&self.shared), self.watching.clone());
@@ -111,20 +116,30 @@ impl Session {
                 // beanstalkd answers a reserve on a half-closed connection
                 // with TIMED_OUT.
                 Interrupt::HalfClosed => Ok(Reserved::TimedOut),
-                Interrupt::Stopping => return false,
+                Interrupt::Stopping => return None,
             },
-            outcome = self.wait_for_job(timeout_secs) => outcome,
+            outcome = self.wait_for_job(timeout_secs, count) => outcome,
         };
         match outcome {
-            Ok(Reserved::Job(delivery)) => self.hand_out(delivery, out),
+            Ok(Reserved::Jobs(deliveries)) => {
+                let answered = deliveries.len() as u32;
+                for delivery in deliveries {
+                    self.hand_out(delivery, out);
+                }
+                return Some(answered);
+            }
             Ok(Reserved::DeadlineSoon) => reply::line(out, "DEADLINE_SOON"),
             Ok(Reserved::TimedOut) => reply::line(out, "TIMED_OUT"),
             Err(error) => reply::line(out, crate::session::error_reply(&error)),
         }
-        true
+        Some(1)
     }
 
-    async fn wait_for_job(&self, timeout_secs: Option<u32>) -> Result<Reserved, BrokerError> {
+    async fn wait_for_job(
+        &self,
+        timeout_secs: Option<u32>,
+        count: u32,
+    ) -> Result<Reserved, BrokerError> {
         let started = tokio::time::Instant::now();
         let timeout = timeout_secs.map(|s| Duration::from_secs(u64::from(s)));
         let margin_at = self.deadline_soon_at();
@@ -138,13 +153,13 @@ impl Session {
                 .min()
                 .unwrap_or(WAIT_SLICE);
             let request = LeaseRequest {
-                max: 1,
+                max: count.clamp(1, delayd_core::MAX_BATCH as u32),
                 wait_ms: wait.as_millis() as u64,
                 lease_ms: None,
             };
             let leased = self.shared.broker.lease(&self.watching, request).await?;
-            if let Some(delivery) = leased.into_iter().next() {
-                return Ok(Reserved::Job(delivery));
+            if !leased.is_empty() {
+                return Ok(Reserved::Jobs(leased));
             }
             if margin_at.is_some_and(|at| self.now_ms() >= at) {
                 return Ok(Reserved::DeadlineSoon);
@@ -155,7 +170,7 @@ impl Session {
         }
     }
 
-    fn hand_out(&mut self, delivery: Delivery, out: &mut Vec<u8>) {
+    pub(crate) fn hand_out(&mut self, delivery: Delivery, out: &mut Vec<u8>) {
         reply::job(out, "RESERVED", delivery.seq, &delivery.payload);
         let held = Held {
             queue: delivery.queue,

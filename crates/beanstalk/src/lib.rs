@@ -12,6 +12,9 @@
 //! - `session`: one connection's state (used tube, watch list, reserved
 //!   jobs), command dispatch and the tube commands.
 //! - `put`: `put`, batching a pipelined run of them into one broker call.
+//! - `pipeline`: a connection's pipelined puts, reserves and commands on
+//!   held jobs as one `Broker::pipeline` call (one durable commit per
+//!   burst); replies as if run one by one.
 //! - `jobs`: worker commands (`reserve` and its waiting, `delete`,
 //!   `release`, `bury`, `touch`, `reserve-job`).
 //! - `inspect`: `peek*`, `kick*`, `stats*`, `list-tubes`, `pause-tube`.
@@ -30,6 +33,7 @@
 
 mod inspect;
 mod jobs;
+mod pipeline;
 pub mod proto;
 mod put;
 mod reply;

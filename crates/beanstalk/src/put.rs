@@ -12,7 +12,7 @@ use crate::session::{create_queue, error_reply, Session};
 type Outcomes = Vec<Result<EnqueueOutcome, BrokerError>>;
 
 /// The broker request for one `put` (`None` for any other command).
-fn request(command: Command) -> Option<EnqueueRequest> {
+pub(crate) fn request(command: Command) -> Option<EnqueueRequest> {
     let Command::Put {
         pri,
         delay,
@@ -39,6 +39,16 @@ fn request(command: Command) -> Option<EnqueueRequest> {
 }
 
 impl Session {
+    /// Whether the used tube's queue is known to exist (this connection
+    /// has put into it), so puts into it can be pipelined.
+    pub(crate) fn known_tube(&self) -> bool {
+        self.known_tubes.contains(&self.using)
+    }
+
+    pub(crate) fn forget_tube(&mut self) {
+        self.known_tubes.remove(&self.using);
+    }
+
     /// Enqueues `puts` (all `Command::Put`) and writes one reply for each.
     pub(crate) async fn put_batch(&mut self, puts: Vec<Command>, out: &mut Vec<u8>) {
         if !self.producer {
@@ -66,7 +76,7 @@ impl Session {
         }
     }
 
-    fn reply_outcomes(&self, outcomes: Outcomes, out: &mut Vec<u8>) {
+    pub(crate) fn reply_outcomes(&self, outcomes: Outcomes, out: &mut Vec<u8>) {
         for outcome in outcomes {
             match outcome {
                 Ok(outcome) => {
@@ -83,7 +93,7 @@ impl Session {
     /// Enqueues into the used tube, creating its queue with beanstalkd
     /// semantics first when it does not exist (never through the broker's
     /// auto-create, whose defaults would dead-letter jobs).
-    async fn enqueue(&self, requests: Vec<EnqueueRequest>) -> Result<Outcomes, BrokerError> {
+    async fn enqueue(&mut self, requests: Vec<EnqueueRequest>) -> Result<Outcomes, BrokerError> {
         let broker = self.shared.broker.as_ref();
         let options = EnqueueOptions { auto_create: false };
         let expected = requests.len();
@@ -102,6 +112,7 @@ impl Session {
         } else {
             first?
         };
+        self.known_tubes.insert(self.using.clone());
         if outcomes.len() != expected {
             return Err(BrokerError::unavailable(format!(
                 "broker answered {} enqueue results for {expected} jobs",

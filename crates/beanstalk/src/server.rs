@@ -18,7 +18,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::jobs::Interrupt;
-use crate::proto::{Command, Decoder, Frame, DEFAULT_MAX_JOB_SIZE};
+use crate::pipeline::{Segment, Waiting};
+use crate::proto::{Decoder, Frame, DEFAULT_MAX_JOB_SIZE};
 use crate::session::{Flow, Session};
 use crate::stats::{Counters, CONNECTIONS, CONNECTIONS_REFUSED_TOTAL};
 
@@ -45,8 +46,8 @@ impl Default for BeanstalkConfig {
 /// many `peek`s of large jobs cannot make the server buffer them all.
 const FLUSH_AT: usize = 64 * 1024;
 
-/// Most pipelined puts enqueued in one broker call.
-const MAX_PUT_BATCH: usize = 256;
+/// Most pipelined commands run as one broker call.
+const MAX_SEGMENT: usize = 512;
 
 /// State every connection shares.
 pub(crate) struct Shared {
@@ -260,19 +261,30 @@ impl Connection {
     /// Executes every complete command in the input, writes the replies,
     /// then reads more; ends on EOF, `quit`, or server shutdown.
     async fn serve_commands(&mut self) -> io::Result<()> {
-        let mut puts: Vec<Command> = Vec::new();
+        let mut segment = Segment::default();
         loop {
             loop {
-                let frame = self.decoder.decode(&mut self.input);
-                // Consecutive complete puts go to the broker together.
-                if let Some(Frame::Command(put @ Command::Put { .. })) = frame {
-                    puts.push(put);
-                    if puts.len() >= MAX_PUT_BATCH {
-                        self.run_puts(&mut puts).await?;
+                // Consecutive pipelinable commands go to the broker as one
+                // call (see `pipeline`).
+                let frame = match self.decoder.decode(&mut self.input) {
+                    Some(Frame::Command(command)) => {
+                        match self.session.pipeline_push(&mut segment, command) {
+                            Ok(()) => {
+                                if segment.len() >= MAX_SEGMENT
+                                    && !self.run_segment(&mut segment).await?
+                                {
+                                    return self.flush().await;
+                                }
+                                continue;
+                            }
+                            Err(command) => Some(Frame::Command(command)),
+                        }
                     }
-                    continue;
+                    other => other,
+                };
+                if !self.run_segment(&mut segment).await? {
+                    return self.flush().await;
                 }
-                self.run_puts(&mut puts).await?;
                 let Some(frame) = frame else { break };
                 if !self.handle(frame).await? {
                     return self.flush().await;
@@ -292,16 +304,42 @@ impl Connection {
         }
     }
 
-    async fn run_puts(&mut self, puts: &mut Vec<Command>) -> io::Result<()> {
-        if puts.is_empty() {
-            return Ok(());
+    /// Runs a segment of pipelined commands; reserves that find too few
+    /// jobs wait on their own before the rest runs. False when the
+    /// connection must close (the server is stopping during a reserve).
+    async fn run_segment(&mut self, segment: &mut Segment) -> io::Result<bool> {
+        while !segment.is_empty() {
+            let waiting = self.session.run_segment(segment, &mut self.output).await;
+            if let Some(Waiting { timeout, count }) = waiting {
+                if !self.reserve(timeout, count).await? {
+                    return Ok(false);
+                }
+            }
         }
-        let batch = std::mem::take(puts);
-        self.session.execute_puts(batch, &mut self.output).await;
         if self.output.len() >= FLUSH_AT {
             self.flush().await?;
         }
-        Ok(())
+        Ok(true)
+    }
+
+    /// `count` pipelined reserves: each broker lease answers as many as
+    /// jobs are ready; replies go out before every wait.
+    async fn reserve(&mut self, timeout: Option<u32>, count: u32) -> io::Result<bool> {
+        let mut remaining = count;
+        while remaining > 0 {
+            self.flush().await?;
+            let cap = self.decoder.max_frame();
+            let interrupted = interrupted(&mut self.reader, &mut self.input, cap, &mut self.stop);
+            let answered = self
+                .session
+                .reserve(timeout, remaining, interrupted, &mut self.output)
+                .await;
+            match answered {
+                Some(answered) => remaining = remaining.saturating_sub(answered),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
     }
 
     /// Runs one frame; false when the connection must close.
@@ -316,17 +354,7 @@ impl Connection {
         match self.session.execute(command, &mut self.output).await {
             Flow::Continue => Ok(true),
             Flow::Quit => Ok(false),
-            Flow::Reserve(timeout) => {
-                // Replies to earlier pipelined commands go out before the wait.
-                self.flush().await?;
-                let cap = self.decoder.max_frame();
-                let interrupted =
-                    interrupted(&mut self.reader, &mut self.input, cap, &mut self.stop);
-                Ok(self
-                    .session
-                    .reserve(timeout, interrupted, &mut self.output)
-                    .await)
-            }
+            Flow::Reserve(timeout) => self.reserve(timeout, 1).await,
         }
     }
 

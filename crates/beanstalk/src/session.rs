@@ -3,7 +3,7 @@
 //! producer and tube commands live here; worker commands are in
 //! [`crate::jobs`], inspection commands in [`crate::inspect`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -45,6 +45,9 @@ pub(crate) struct Session {
     pub watching: Vec<QueueName>,
     /// Reserved jobs by job id (`seq`).
     pub held: HashMap<u64, Held>,
+    /// Tubes whose queue this connection created or put into: puts into
+    /// them need no queue creation and can be pipelined.
+    pub known_tubes: HashSet<QueueName>,
     pub producer: bool,
     pub worker: bool,
 }
@@ -59,6 +62,7 @@ impl Session {
             using: default.clone(),
             watching: vec![default],
             held: HashMap::new(),
+            known_tubes: HashSet::new(),
             producer: false,
             worker: false,
         }
@@ -68,13 +72,10 @@ impl Session {
         self.shared.clock.now_ms()
     }
 
-    /// Runs consecutive pipelined `put`s as one broker call (one group
-    /// commit instead of one per job); replies stay in order.
-    pub(crate) async fn execute_puts(&mut self, puts: Vec<Command>, out: &mut Vec<u8>) {
-        for put in &puts {
-            self.shared.counters.count_command(put);
-        }
-        self.put_batch(puts, out).await;
+    /// Counts a command that runs as part of a pipelined run (see the
+    /// server's `Run`) rather than through [`execute`](Self::execute).
+    pub(crate) fn count_command(&self, command: &Command) {
+        self.shared.counters.count_command(command);
     }
 
     /// Runs one command, appending its reply to `out`.

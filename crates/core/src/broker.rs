@@ -3,6 +3,8 @@
 //! LocalBroker and RedisBroker implement it, and the conformance suite
 //! (`testkit` feature) holds both to the same semantics.
 
+use std::collections::VecDeque;
+
 use async_trait::async_trait;
 
 use crate::error::BrokerResult;
@@ -11,6 +13,7 @@ use crate::message::{
     Nack, Redrive, Reschedule,
 };
 use crate::model::{LeaseId, MessageId, QueueConfigPatch, QueueInfo, QueueName};
+use crate::pipeline::{PipelinedCall, PipelinedResult};
 
 /// Most items one batch call takes: enqueue batches, lease `max`, and
 /// [`Broker::ack_many`] (api.md: "up to 1000").
@@ -176,6 +179,70 @@ pub trait Broker: Send + Sync + 'static {
         lease: &LeaseId,
         lease_ms: Option<u64>,
     ) -> BrokerResult<u64>;
+
+    /// Runs `calls` in order, each exactly as its own method would (a lease
+    /// takes what is ready and never waits), and returns their results in
+    /// order; when it returns, all of them are as durable as the broker's
+    /// durability setting promises. It stops after a lease that leased
+    /// fewer than its `max` (called one by one, what follows would run only
+    /// after that lease had waited): the results
+    /// are then shorter than `calls`, and the calls after it did not run.
+    ///
+    /// The default calls the methods one by one; a backend that can
+    /// overrides it to apply them together and commit once.
+    async fn pipeline(&self, calls: &mut VecDeque<PipelinedCall>) -> Vec<PipelinedResult> {
+        let mut results = Vec::with_capacity(calls.len());
+        while let Some(call) = calls.pop_front() {
+            let mut stop = false;
+            let result = match call {
+                PipelinedCall::Enqueue {
+                    queue,
+                    messages,
+                    options,
+                } => PipelinedResult::Enqueued(self.enqueue(&queue, messages, options).await),
+                PipelinedCall::Lease {
+                    queues,
+                    max,
+                    lease_ms,
+                } => {
+                    let request = LeaseRequest {
+                        max,
+                        wait_ms: 0,
+                        lease_ms,
+                    };
+                    let leased = self.lease(&queues, request).await;
+                    stop = leased.as_ref().map_or(true, |got| got.len() < max as usize);
+                    PipelinedResult::Leased(leased)
+                }
+                PipelinedCall::Ack { queue, id, lease } => {
+                    PipelinedResult::Done(self.ack(&queue, &id, &lease).await)
+                }
+                PipelinedCall::Nack {
+                    queue,
+                    id,
+                    lease,
+                    nack,
+                } => PipelinedResult::Done(self.nack(&queue, &id, &lease, nack).await),
+                PipelinedCall::Bury {
+                    queue,
+                    id,
+                    lease,
+                    priority,
+                } => PipelinedResult::Done(self.bury(&queue, &id, &lease, priority).await),
+                PipelinedCall::Extend {
+                    queue,
+                    id,
+                    lease,
+                    lease_ms,
+                } => PipelinedResult::Extended(self.extend(&queue, &id, &lease, lease_ms).await),
+            };
+            results.push(result);
+            if stop {
+                break;
+            }
+        }
+        results
+    }
 
     // ----- dead letters -----
 

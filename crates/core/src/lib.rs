@@ -8,6 +8,8 @@
 //!   of the trait (enqueue, lease, nack, reschedule, list, redrive).
 //! - [`broker`]: the [`Broker`] trait every backend implements and every
 //!   frontend calls.
+//! - [`pipeline`]: the calls of [`Broker::pipeline`] (one client's
+//!   back-to-back calls as one durable step).
 //! - [`error`]: [`BrokerError`], split by how callers react (status codes).
 //! - [`clock`]: the injected wall clock.
 //! - [`metric`]: names of the metrics brokers record through the `metrics`
@@ -26,6 +28,7 @@ pub mod error;
 pub mod message;
 pub mod metric;
 pub mod model;
+pub mod pipeline;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
@@ -40,3 +43,4 @@ pub use model::{
     LeaseId, MessageId, PushConfig, QueueConfig, QueueConfigPatch, QueueInfo, QueueName,
     QueueStats, RetryPolicy, DEFAULT_PRIORITY,
 };
+pub use pipeline::{PipelinedCall, PipelinedResult};

@@ -5,11 +5,13 @@ use async_trait::async_trait;
 use delayd_core::{
     check_ack_batch, Broker, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome,
     EnqueueRequest, LeaseId, LeaseRequest, ListQuery, Message, MessageId, MessageState, Nack,
-    QueueConfig, QueueConfigPatch, QueueInfo, QueueName, Redrive, Reschedule, Upsert,
+    PipelinedCall, PipelinedResult, QueueConfigPatch, QueueInfo, QueueName, Redrive, Reschedule,
+    Upsert,
 };
 
 use crate::broker::LocalBroker;
 use crate::messages::store_err;
+use crate::pipeline::{check_lease_args, check_lease_ms};
 
 #[async_trait]
 impl Broker for LocalBroker {
@@ -93,16 +95,7 @@ impl Broker for LocalBroker {
     ) -> BrokerResult<Vec<BrokerResult<EnqueueOutcome>>> {
         self.inner
             .write(|state, store, now, tx| {
-                if !state.queues.contains_key(queue) {
-                    if !options.auto_create {
-                        return Err(BrokerError::QueueNotFound(queue.clone()));
-                    }
-                    state.create_queue(queue, QueueConfig::default(), tx);
-                }
-                Ok(messages
-                    .into_iter()
-                    .map(|req| state.enqueue_one(store, queue, req, now, tx))
-                    .collect())
+                state.enqueue_batch(store, queue, messages, options, now, tx)
             })
             .await
     }
@@ -149,17 +142,7 @@ impl Broker for LocalBroker {
         queues: &[QueueName],
         request: LeaseRequest,
     ) -> BrokerResult<Vec<Delivery>> {
-        if request.max == 0 || request.max > 1000 {
-            return Err(BrokerError::InvalidArgument(format!(
-                "max must be within 1..=1000, got {}",
-                request.max
-            )));
-        }
-        if request.lease_ms == Some(0) {
-            return Err(BrokerError::InvalidArgument(
-                "lease_ms must be at least 1".into(),
-            ));
-        }
+        check_lease_args(request.max, request.lease_ms)?;
         self.inner.lease(queues, request).await
     }
 
@@ -207,6 +190,13 @@ impl Broker for LocalBroker {
             .await
     }
 
+    async fn pipeline(
+        &self,
+        calls: &mut std::collections::VecDeque<PipelinedCall>,
+    ) -> Vec<PipelinedResult> {
+        self.inner.pipeline(calls).await
+    }
+
     async fn nack(
         &self,
         queue: &QueueName,
@@ -238,11 +228,7 @@ impl Broker for LocalBroker {
         lease: &LeaseId,
         lease_ms: Option<u64>,
     ) -> BrokerResult<u64> {
-        if lease_ms == Some(0) {
-            return Err(BrokerError::InvalidArgument(
-                "lease_ms must be at least 1".into(),
-            ));
-        }
+        check_lease_ms(lease_ms)?;
         self.inner
             .write(|state, store, now, tx| state.extend(store, queue, id, lease, lease_ms, now, tx))
             .await

@@ -51,14 +51,14 @@ impl Inner {
             let mut state = self.lock_state();
             let now = self.clock.now_ms();
             let mut tx = Tx::default();
-            let taken = state
-                .lease_ready(queues, request.max, request.lease_ms, now, &mut tx)
-                .and_then(|leased| {
-                    leased
-                        .into_iter()
-                        .map(|(queue, rec)| state.delivery(&self.store, queue, rec))
-                        .collect::<BrokerResult<Vec<_>>>()
-                });
+            let taken = state.lease_now(
+                &self.store,
+                queues,
+                request.max,
+                request.lease_ms,
+                now,
+                &mut tx,
+            );
             // Registered in the same lock hold that found nothing, so no
             // message that becomes ready later can pass this call by.
             let waiting = match &taken {

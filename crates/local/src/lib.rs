@@ -3,21 +3,28 @@
 //! # Layout
 //! - [`config`]: [`LocalConfig`] and the [`Durability`] modes.
 //! - `broker`: opening, recovery, the skeleton of every call (lock, change,
-//!   commit, wait for fsync), shutdown.
+//!   join the open commit group, wait for its fsync), shutdown.
 //! - `api`: `impl Broker for LocalBroker`, argument checks.
 //! - `state`: what is in memory (queues, the horizon's messages, ready
 //!   sets, timers) and the place/unlink primitives every transition uses.
 //! - `messages`, `consume`: the transitions (enqueue, cancel, reschedule,
 //!   redrive, list; lease, ack, nack, bury, extend, lease expiry).
+//! - `lease`, `waiters`: lease calls, and the hand-off that serves waiting
+//!   lease calls per queue in arrival order (one ready message wakes one
+//!   call).
 //! - `driver`: the task that fires timers and moves the horizon.
 //! - `timers`: timers keyed by seq, on `delayd-wheel` with a monotonic clock.
 //! - `store`, `codec`: fjall keyspaces, key and record encodings
 //!   (specified in docs/storage.md).
-//! - `sync`: the group-commit fsync thread.
+//! - `sync`: the state lock's cell and the sync thread, which writes each
+//!   commit group to the engine as one batch and fsyncs it.
 //! - [`error`]: [`OpenError`], [`StoreError`].
 //!
-//! Architecture invariants: the store is written only under the state lock,
-//! so commit order is state-change order; a call that changes state returns
+//! Architecture invariants: the store is written only under the state lock
+//! (whole commit groups, by the sync thread, or the open group before a
+//! scan), so commit order is state-change order; every write is either in
+//! the engine or in the open group, and reads of the engine look in the
+//! open group first; a call that changes state returns
 //! only after its commit is as durable as [`Durability`] promises; a
 //! scheduled message is in memory if and only if it is below the horizon
 //! watermark; nothing fires before the injected wall clock reaches its
@@ -34,6 +41,7 @@ mod driver;
 pub mod error;
 mod lease;
 mod messages;
+mod pipeline;
 mod state;
 mod store;
 mod sync;

@@ -7,4 +7,5 @@ mod errors;
 mod local;
 mod local_broker;
 mod model_broker;
+mod pipelined;
 mod session_bytes;

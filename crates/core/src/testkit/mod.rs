@@ -64,6 +64,7 @@ macro_rules! conformance_tests {
             batch_results_in_order,
             lease_expiry_is_failed_attempt,
             ack_many_items_independent,
+            pipeline_runs_in_order_and_stops_after_short_lease,
             nack_with_explicit_delay,
             nack_with_backoff,
             extend_keeps_lease,

@@ -229,3 +229,95 @@ pub async fn ack_many_items_independent(b: Arc<dyn Broker>) {
     );
     s::assert_not_found(results[0].clone(), "unknown queue item");
 }
+
+/// `pipeline` runs calls in order, each as its own method would, and stops
+/// after a lease that leased fewer than its `max` (the calls after it do
+/// not run).
+pub async fn pipeline_runs_in_order_and_stops_after_short_lease(b: Arc<dyn Broker>) {
+    use crate::message::EnqueueOptions;
+    use crate::pipeline::{PipelinedCall as C, PipelinedResult as R};
+    let q = s::queue("pipeline_runs_in_order", "q");
+    s::make_queue(&b, &q, 5).await;
+    let now = |id: &str| s::req(Some(id), Schedule::Now, id);
+    let mut calls = std::collections::VecDeque::from(vec![
+        C::Enqueue {
+            queue: q.clone(),
+            messages: vec![now("a"), now("b"), now("c")],
+            options: EnqueueOptions::default(),
+        },
+        C::Lease {
+            queues: vec![q.clone()],
+            max: 2,
+            lease_ms: None,
+        },
+        C::Enqueue {
+            queue: q.clone(),
+            messages: vec![now("d")],
+            options: EnqueueOptions::default(),
+        },
+    ]);
+    let results = b.pipeline(&mut calls).await;
+    assert_eq!(results.len(), 3, "a full lease does not stop the pipeline");
+    assert!(calls.is_empty(), "every call ran");
+    let R::Leased(Ok(leased)) = &results[1] else {
+        panic!("lease result: {:?}", results[1]);
+    };
+    let ids: Vec<&str> = leased.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, ["a", "b"], "the lease sees the enqueue before it");
+    assert!(matches!(&results[2], R::Enqueued(Ok(items)) if items.len() == 1));
+
+    let (a, b_) = (&leased[0], &leased[1]);
+    // c and d become due strictly before b's nack makes it due again.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let mut calls = std::collections::VecDeque::from(vec![
+        C::Ack {
+            queue: q.clone(),
+            id: a.id.clone(),
+            lease: a.lease_id.clone(),
+        },
+        C::Nack {
+            queue: q.clone(),
+            id: b_.id.clone(),
+            lease: b_.lease_id.clone(),
+            nack: Nack {
+                delay_ms: Some(0),
+                ..Nack::default()
+            },
+        },
+        C::Extend {
+            queue: q.clone(),
+            id: a.id.clone(),
+            lease: a.lease_id.clone(),
+            lease_ms: None,
+        },
+        C::Lease {
+            queues: vec![q.clone()],
+            max: 10,
+            lease_ms: None,
+        },
+        C::Enqueue {
+            queue: q.clone(),
+            messages: vec![now("e")],
+            options: EnqueueOptions::default(),
+        },
+    ]);
+    let results = b.pipeline(&mut calls).await;
+    assert_eq!(results.len(), 4, "stops after the short lease: {results:?}");
+    assert_eq!(calls.len(), 1, "the enqueue after the stop is left");
+    assert_eq!(results[0], R::Done(Ok(())), "ack");
+    assert_eq!(results[1], R::Done(Ok(())), "nack");
+    assert!(
+        matches!(
+            &results[2],
+            R::Extended(Err(crate::BrokerError::MessageNotFound { .. }))
+        ),
+        "extend after ack: {:?}",
+        results[2]
+    );
+    let R::Leased(Ok(leased)) = &results[3] else {
+        panic!("lease result: {:?}", results[3]);
+    };
+    let ids: Vec<&str> = leased.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, ["c", "d", "b"], "(priority, deliver_at, seq) order");
+    s::assert_not_found(b.get(&q, &s::id("e")).await, "the call after the stop");
+}

@@ -1,0 +1,140 @@
+//! Pipelined runs of one command kind go to the broker as one call (puts,
+//! deletes of reserved jobs, reserves); the replies must be exactly those
+//! of running the commands one by one, in order. Over both brokers.
+
+use crate::common::{start, start_local, Client, TestServer};
+
+/// Reads a `RESERVED <id> <bytes>` reply and its body; returns the id.
+async fn reserved(c: &mut Client) -> u64 {
+    let line = c.line().await;
+    let parts: Vec<&str> = line.split(' ').collect();
+    let ["RESERVED", id, bytes] = parts.as_slice() else {
+        panic!("expected RESERVED, got {line}");
+    };
+    c.body(bytes.parse().expect("byte count")).await;
+    id.parse().expect("job id")
+}
+
+async fn reserves_in_priority_order(server: TestServer) {
+    let mut c = Client::connect(server.addr).await;
+    let low = c.put(3, 0, 60, "low").await;
+    let high = c.put(1, 0, 60, "high").await;
+    let mid = c.put(2, 0, 60, "mid").await;
+    c.send(b"reserve-with-timeout 0\r\n".repeat(4).as_slice())
+        .await;
+    assert_eq!(reserved(&mut c).await, high);
+    assert_eq!(reserved(&mut c).await, mid);
+    assert_eq!(reserved(&mut c).await, low);
+    assert_eq!(
+        c.line().await,
+        "TIMED_OUT",
+        "a fourth reserve finds nothing"
+    );
+}
+
+async fn deletes_mixed_with_other_jobs(server: TestServer) {
+    let mut c = Client::connect(server.addr).await;
+    let a = c.put(1, 0, 60, "a").await;
+    let b = c.put(1, 0, 60, "b").await;
+    assert_eq!(c.job("reserve").await.expect("a").1, a);
+    assert_eq!(c.job("reserve").await.expect("b").1, b);
+    let delayed = c.put(1, 60, 60, "later").await;
+    let run =
+        format!("delete {a}\r\ndelete {delayed}\r\ndelete {b}\r\ndelete {a}\r\ndelete 999\r\n");
+    c.send(run.as_bytes()).await;
+    assert_eq!(c.line().await, "DELETED", "reserved a");
+    assert_eq!(c.line().await, "DELETED", "delayed job, not reserved");
+    assert_eq!(c.line().await, "DELETED", "reserved b");
+    assert_eq!(c.line().await, "NOT_FOUND", "a again");
+    assert_eq!(c.line().await, "NOT_FOUND", "unknown id");
+    assert_eq!(c.stat("stats-tube default", "cmd-delete").await, "3");
+    assert_eq!(c.stat("stats", "cmd-delete").await, "5");
+}
+
+async fn waiting_reserves_get_later_jobs(server: TestServer) {
+    let mut worker = Client::connect(server.addr).await;
+    worker
+        .send(b"reserve-with-timeout 5\r\nreserve-with-timeout 5\r\n")
+        .await;
+    let mut producer = Client::connect(server.addr).await;
+    let first = producer.put(1, 0, 60, "first").await;
+    assert_eq!(reserved(&mut worker).await, first);
+    let second = producer.put(1, 0, 60, "second").await;
+    assert_eq!(reserved(&mut worker).await, second);
+    assert_eq!(worker.cmd(&format!("delete {first}")).await, "DELETED");
+}
+
+#[tokio::test]
+async fn reserves_in_priority_order_model() {
+    reserves_in_priority_order(start().await).await;
+}
+
+#[tokio::test]
+async fn reserves_in_priority_order_local() {
+    reserves_in_priority_order(start_local().await).await;
+}
+
+#[tokio::test]
+async fn deletes_mixed_with_other_jobs_model() {
+    deletes_mixed_with_other_jobs(start().await).await;
+}
+
+#[tokio::test]
+async fn deletes_mixed_with_other_jobs_local() {
+    deletes_mixed_with_other_jobs(start_local().await).await;
+}
+
+#[tokio::test]
+async fn waiting_reserves_get_later_jobs_model() {
+    waiting_reserves_get_later_jobs(start().await).await;
+}
+
+#[tokio::test]
+async fn waiting_reserves_get_later_jobs_local() {
+    waiting_reserves_get_later_jobs(start_local().await).await;
+}
+
+/// Worker commands on held jobs in one write, one naming a job twice:
+/// each reply is what the commands give one by one.
+async fn held_job_commands_in_one_write(server: TestServer) {
+    let mut c = Client::connect(server.addr).await;
+    let a = c.put(1, 0, 60, "a").await;
+    let b = c.put(1, 0, 60, "b").await;
+    let d = c.put(1, 0, 60, "d").await;
+    assert_eq!(c.job("reserve").await.expect("a").1, a);
+    assert_eq!(c.job("reserve").await.expect("b").1, b);
+    assert_eq!(c.job("reserve").await.expect("d").1, d);
+    let run = format!(
+        "touch {a}\r\nrelease {a} 5 0\r\ndelete {a}\r\nbury {b} 7\r\nrelease {b} 1 0\r\ndelete {d}\r\nput 1 0 60 1\r\nx\r\nreserve-with-timeout 0\r\n"
+    );
+    c.send(run.as_bytes()).await;
+    assert_eq!(c.line().await, "TOUCHED");
+    assert_eq!(c.line().await, "RELEASED");
+    assert_eq!(
+        c.line().await,
+        "DELETED",
+        "a released job is ready: anyone deletes it"
+    );
+    assert_eq!(c.line().await, "BURIED");
+    assert_eq!(
+        c.line().await,
+        "NOT_FOUND",
+        "a buried job is not held any more"
+    );
+    assert_eq!(c.line().await, "DELETED");
+    let inserted = c.line().await;
+    assert!(inserted.starts_with("INSERTED "), "put: {inserted}");
+    let new_id: u64 = inserted["INSERTED ".len()..].parse().expect("id");
+    assert_eq!(reserved(&mut c).await, new_id, "the put before the reserve");
+    assert_eq!(c.stat(&format!("stats-job {b}"), "state").await, "buried");
+}
+
+#[tokio::test]
+async fn held_job_commands_in_one_write_model() {
+    held_job_commands_in_one_write(start().await).await;
+}
+
+#[tokio::test]
+async fn held_job_commands_in_one_write_local() {
+    held_job_commands_in_one_write(start_local().await).await;
+}

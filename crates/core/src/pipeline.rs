@@ -1,0 +1,62 @@
+//! [`Broker::pipeline`](crate::Broker::pipeline): calls one client sent
+//! back to back, run in order as one durable step.
+//!
+//! A beanstalkd connection pipelines its commands (a worker keeps several
+//! `reserve`s and `delete`s in flight); running each as its own durable
+//! call would cost one fsync round trip per command on that connection.
+//! A pipeline runs them in order, each exactly as its own method would,
+//! and waits for durability once, after the last.
+
+use crate::error::BrokerResult;
+use crate::message::{Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, Nack};
+use crate::model::{LeaseId, MessageId, QueueName};
+
+/// One call of a pipeline: a [`Broker`](crate::Broker) method's arguments.
+#[derive(Clone, Debug)]
+pub enum PipelinedCall {
+    Enqueue {
+        queue: QueueName,
+        messages: Vec<EnqueueRequest>,
+        options: EnqueueOptions,
+    },
+    /// A lease that does not wait (`wait_ms: 0`).
+    Lease {
+        queues: Vec<QueueName>,
+        max: u32,
+        lease_ms: Option<u64>,
+    },
+    Ack {
+        queue: QueueName,
+        id: MessageId,
+        lease: LeaseId,
+    },
+    Nack {
+        queue: QueueName,
+        id: MessageId,
+        lease: LeaseId,
+        nack: Nack,
+    },
+    Bury {
+        queue: QueueName,
+        id: MessageId,
+        lease: LeaseId,
+        priority: Option<u32>,
+    },
+    Extend {
+        queue: QueueName,
+        id: MessageId,
+        lease: LeaseId,
+        lease_ms: Option<u64>,
+    },
+}
+
+/// The result of one [`PipelinedCall`], as its method would return it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PipelinedResult {
+    Enqueued(BrokerResult<Vec<BrokerResult<EnqueueOutcome>>>),
+    Leased(BrokerResult<Vec<Delivery>>),
+    /// Ack, nack and bury.
+    Done(BrokerResult<()>),
+    /// The new `lease_until`.
+    Extended(BrokerResult<u64>),
+}

@@ -1,0 +1,202 @@
+//! `Broker::pipeline`: one client's back-to-back calls applied in one
+//! lock hold, each joining the open commit group, with one durability
+//! wait for all of them.
+
+use delayd_core::{
+    BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest,
+    PipelinedCall, PipelinedResult, QueueConfig, QueueName,
+};
+
+use crate::broker::Inner;
+use crate::state::{State, Tx};
+use crate::store::Store;
+
+/// `max` within 1..=1000 and no zero-length lease (the rules of `lease`).
+pub(crate) fn check_lease_args(max: u32, lease_ms: Option<u64>) -> BrokerResult<()> {
+    if max == 0 || max as usize > delayd_core::MAX_BATCH {
+        return Err(BrokerError::InvalidArgument(format!(
+            "max must be within 1..={}, got {max}",
+            delayd_core::MAX_BATCH
+        )));
+    }
+    check_lease_ms(lease_ms)
+}
+
+pub(crate) fn check_lease_ms(lease_ms: Option<u64>) -> BrokerResult<()> {
+    if lease_ms == Some(0) {
+        return Err(BrokerError::InvalidArgument(
+            "lease_ms must be at least 1".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl State {
+    /// `Broker::enqueue` under the lock: creates the queue if allowed.
+    pub fn enqueue_batch(
+        &mut self,
+        store: &Store,
+        queue: &QueueName,
+        messages: Vec<EnqueueRequest>,
+        options: EnqueueOptions,
+        now: u64,
+        tx: &mut Tx,
+    ) -> BrokerResult<Vec<BrokerResult<EnqueueOutcome>>> {
+        if !self.queues.contains_key(queue) {
+            if !options.auto_create {
+                return Err(BrokerError::QueueNotFound(queue.clone()));
+            }
+            self.create_queue(queue, QueueConfig::default(), tx);
+        }
+        Ok(messages
+            .into_iter()
+            .map(|req| self.enqueue_one(store, queue, req, now, tx))
+            .collect())
+    }
+
+    /// A lease that does not wait: what is ready now, as deliveries.
+    pub fn lease_now(
+        &mut self,
+        store: &Store,
+        queues: &[QueueName],
+        max: u32,
+        lease_ms: Option<u64>,
+        now: u64,
+        tx: &mut Tx,
+    ) -> BrokerResult<Vec<Delivery>> {
+        let leased = self.lease_ready(queues, max, lease_ms, now, tx)?;
+        leased
+            .into_iter()
+            .map(|(queue, rec)| self.delivery(store, queue, rec))
+            .collect()
+    }
+
+    /// One pipelined call; true when the pipeline stops after it.
+    fn run_call(
+        &mut self,
+        store: &Store,
+        call: PipelinedCall,
+        now: u64,
+        tx: &mut Tx,
+    ) -> (PipelinedResult, bool) {
+        use PipelinedCall as C;
+        use PipelinedResult as R;
+        match call {
+            C::Enqueue {
+                queue,
+                messages,
+                options,
+            } => (
+                R::Enqueued(self.enqueue_batch(store, &queue, messages, options, now, tx)),
+                false,
+            ),
+            C::Lease {
+                queues,
+                max,
+                lease_ms,
+            } => {
+                let leased = check_lease_args(max, lease_ms)
+                    .and_then(|()| self.lease_now(store, &queues, max, lease_ms, now, tx));
+                let stop = leased.as_ref().map_or(true, |got| got.len() < max as usize);
+                (R::Leased(leased), stop)
+            }
+            C::Ack { queue, id, lease } => {
+                (R::Done(self.ack(store, &queue, &id, &lease, tx)), false)
+            }
+            C::Nack {
+                queue,
+                id,
+                lease,
+                nack,
+            } => (
+                R::Done(self.nack(store, &queue, &id, &lease, nack, now, tx)),
+                false,
+            ),
+            C::Bury {
+                queue,
+                id,
+                lease,
+                priority,
+            } => (
+                R::Done(self.bury(store, &queue, &id, &lease, priority, now, tx)),
+                false,
+            ),
+            C::Extend {
+                queue,
+                id,
+                lease,
+                lease_ms,
+            } => {
+                let until = check_lease_ms(lease_ms)
+                    .and_then(|()| self.extend(store, &queue, &id, &lease, lease_ms, now, tx));
+                (R::Extended(until), false)
+            }
+        }
+    }
+}
+
+/// Every result an error: what each call would have answered on its own
+/// when the store refuses writes or the group's fsync failed.
+fn all_failed(results: &mut [PipelinedResult], error: &BrokerError) {
+    for result in results {
+        *result = match result {
+            PipelinedResult::Enqueued(_) => PipelinedResult::Enqueued(Err(error.clone())),
+            PipelinedResult::Leased(_) => PipelinedResult::Leased(Err(error.clone())),
+            PipelinedResult::Done(_) => PipelinedResult::Done(Err(error.clone())),
+            PipelinedResult::Extended(_) => PipelinedResult::Extended(Err(error.clone())),
+        };
+    }
+}
+
+impl Inner {
+    pub async fn pipeline(
+        &self,
+        calls: &mut std::collections::VecDeque<PipelinedCall>,
+    ) -> Vec<PipelinedResult> {
+        let mut results = Vec::with_capacity(calls.len());
+        let refused = self.check_writable().err();
+        let mut ticket = 0;
+        {
+            let mut state = self.lock_state();
+            let now = self.clock.now_ms();
+            while let Some(call) = calls.pop_front() {
+                if refused.is_some() {
+                    // Shapes only: replaced by the error below.
+                    let is_lease = matches!(call, PipelinedCall::Lease { .. });
+                    results.push(placeholder(&call));
+                    if is_lease {
+                        break;
+                    }
+                    continue;
+                }
+                let mut tx = Tx::default();
+                let (result, stop) = state.run_call(&self.store, call, now, &mut tx);
+                // Each call joins the group on its own, so lease calls
+                // waiting elsewhere are served between calls, as they
+                // would be between separate calls.
+                ticket = ticket.max(self.absorb_locked(&mut state, tx, now));
+                results.push(result);
+                if stop {
+                    break;
+                }
+            }
+        }
+        let failed = match refused {
+            Some(error) => Some(error),
+            None => self.syncer.wait(ticket).await.err(),
+        };
+        if let Some(error) = failed {
+            all_failed(&mut results, &error);
+        }
+        results
+    }
+}
+
+fn placeholder(call: &PipelinedCall) -> PipelinedResult {
+    match call {
+        PipelinedCall::Enqueue { .. } => PipelinedResult::Enqueued(Ok(Vec::new())),
+        PipelinedCall::Lease { .. } => PipelinedResult::Leased(Ok(Vec::new())),
+        PipelinedCall::Extend { .. } => PipelinedResult::Extended(Ok(0)),
+        _ => PipelinedResult::Done(Ok(())),
+    }
+}
