@@ -282,10 +282,18 @@ impl Connection {
                     }
                     other => other,
                 };
+                let buffered = self.input.len();
                 if !self.run_segment(&mut segment).await? {
                     return self.flush().await;
                 }
-                let Some(frame) = frame else { break };
+                let Some(frame) = frame else {
+                    // A reserve that waited kept reading what the client
+                    // pipelined meanwhile: decode that before reading more.
+                    if self.input.len() > buffered {
+                        continue;
+                    }
+                    break;
+                };
                 if !self.handle(frame).await? {
                     return self.flush().await;
                 }

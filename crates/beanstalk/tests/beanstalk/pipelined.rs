@@ -138,3 +138,33 @@ async fn held_job_commands_in_one_write_model() {
 async fn held_job_commands_in_one_write_local() {
     held_job_commands_in_one_write(start_local().await).await;
 }
+
+/// What a client pipelines while a reserve waits is read during the wait
+/// and must run right after it, without more input arriving.
+async fn commands_sent_during_a_wait_run_after_it(server: TestServer) {
+    let mut worker = Client::connect(server.addr).await;
+    worker
+        .send(b"reserve-with-timeout 5\r\nreserve-with-timeout 5\r\n")
+        .await;
+    let mut producer = Client::connect(server.addr).await;
+    let first = producer.put(1, 0, 60, "first").await;
+    assert_eq!(reserved(&mut worker).await, first);
+    // The second reserve is waiting now; these arrive during its wait.
+    let more = format!("delete {first}\r\nreserve-with-timeout 0\r\n");
+    worker.send(more.as_bytes()).await;
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let second = producer.put(1, 0, 60, "second").await;
+    assert_eq!(reserved(&mut worker).await, second);
+    assert_eq!(worker.line().await, "DELETED");
+    assert_eq!(worker.line().await, "TIMED_OUT");
+}
+
+#[tokio::test]
+async fn commands_sent_during_a_wait_run_after_it_model() {
+    commands_sent_during_a_wait_run_after_it(start().await).await;
+}
+
+#[tokio::test]
+async fn commands_sent_during_a_wait_run_after_it_local() {
+    commands_sent_during_a_wait_run_after_it(start_local().await).await;
+}
