@@ -484,14 +484,12 @@ async fn consume(args: Args, shared: Arc<Shared>) -> Result<ConsumerStats, BoxEr
         }
         let recv_us = shared.now_us();
         let done = shared.consumers_done(hard_limit, stall);
-        out.clear();
         match expect {
             Expect::Delete(id) => {
                 if line != "DELETED\r\n" {
                     return Err(format!("delete {id}: {}", line.trim_end()).into());
                 }
                 stats.last_delete_us = recv_us;
-                continue;
             }
             Expect::Reserve => {
                 let parts: Vec<&str> = line.trim_end().split(' ').collect();
@@ -514,8 +512,11 @@ async fn consume(args: Args, shared: Arc<Shared>) -> Result<ConsumerStats, BoxEr
                 }
             }
         }
-        if !out.is_empty() {
+        // Answer everything already read in one write, as a client
+        // pipelining its workers would.
+        if !out.is_empty() && stream.buffer().is_empty() {
             stream.get_mut().write_all(&out).await?;
+            out.clear();
         }
     }
     Ok(stats)

@@ -172,6 +172,9 @@ fn describe(err: &anyhow::Error) -> String {
     format!("{err:#}")
 }
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
