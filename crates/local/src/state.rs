@@ -11,6 +11,7 @@
 //! in a [`Tx`]; the caller commits the write set before releasing the lock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use delayd_core::{
     BrokerError, BrokerResult, MessageId, MessageState, QueueConfig, QueueInfo, QueueName,
@@ -101,6 +102,9 @@ pub(crate) struct State {
     /// the engine look here first ([`State::stored_message`]), and scans
     /// call [`State::flush_pending`] first.
     pub pending: WriteSet,
+    /// The last closed group, which the sync thread may still be writing
+    /// to the engine outside the lock: reads look here after `pending`.
+    pub committing: Option<Arc<WriteSet>>,
     /// Queues whose record changed in the open group (written when the
     /// group is taken, once however many calls changed them).
     pending_queues: BTreeSet<QueueName>,
@@ -130,6 +134,7 @@ impl State {
             loading_to: None,
             next_seq,
             pending: WriteSet::default(),
+            committing: None,
             pending_queues: BTreeSet::new(),
             group: 1,
             sync_needed: false,
@@ -203,11 +208,24 @@ impl State {
     /// an index, which must see them). The group stays open: its callers
     /// still wait for the sync thread's fsync of it.
     pub fn flush_pending(&mut self, store: &Store) -> Result<(), StoreError> {
+        // Waits for the group in flight: it must reach the engine first.
+        let writer = store.lock_writer();
+        self.committing = None;
         if self.pending.is_empty() && self.pending_queues.is_empty() {
             return Ok(());
         }
         let set = self.take_pending()?;
-        store.commit(set)
+        store.commit_with(&set, &writer)
+    }
+
+    /// A stored value as the open group, else the group in flight, else
+    /// the engine has it (`None` here: ask the engine).
+    fn overlay(&self, space: Space, key: &[u8]) -> Option<Option<&[u8]>> {
+        self.pending.get(space, key).or_else(|| {
+            self.committing
+                .as_ref()
+                .and_then(|group| group.get(space, key))
+        })
     }
 
     /// A message record as stored: the open group's write, else the
@@ -217,7 +235,7 @@ impl State {
         store: &Store,
         key: &[u8],
     ) -> Result<Option<MessageRecord>, StoreError> {
-        match self.pending.get(Space::Messages, key) {
+        match self.overlay(Space::Messages, key) {
             Some(Some(value)) => codec::decode_record(value).map(Some),
             Some(None) => Ok(None),
             None => store.message(key),
@@ -231,7 +249,7 @@ impl State {
         store: &Store,
         seq: u64,
     ) -> Result<Option<crate::store::KeyAndPayload>, StoreError> {
-        match self.pending.get(Space::Payloads, &codec::seq_key(seq)) {
+        match self.overlay(Space::Payloads, &codec::seq_key(seq)) {
             Some(Some(value)) => {
                 let (key, payload) = codec::decode_payload(value)?;
                 Ok(Some((key.to_vec(), payload.to_vec())))

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 
@@ -126,6 +127,11 @@ pub(crate) type KeyAndPayload = (Vec<u8>, Vec<u8>);
 
 pub(crate) struct Store {
     pub db: Database,
+    /// Held by whoever writes a batch to the engine: the sync thread while
+    /// it writes a closed group outside the state lock, and a scan's
+    /// `flush_pending` (under the state lock), which must not overtake the
+    /// group in flight. Order: state lock, then this.
+    writer: Mutex<()>,
     meta: Keyspace,
     pub queues: Keyspace,
     pub messages: Keyspace,
@@ -176,6 +182,7 @@ impl Store {
             payloads: open("payloads")?,
             due: open("due")?,
             pinned: open("pinned")?,
+            writer: Mutex::new(()),
             db,
         };
         Ok(OpenedStore {
@@ -195,17 +202,33 @@ impl Store {
         }
     }
 
+    /// Takes the engine write lock (see [`Store::writer`]).
+    pub fn lock_writer(&self) -> MutexGuard<'_, ()> {
+        // Guards no data: poisoning carries no meaning here.
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Writes `set` as one atomic batch (journal buffer + memtables; no
     /// fsync here).
-    pub fn commit(&self, set: WriteSet) -> Result<(), StoreError> {
+    pub fn commit(&self, set: &WriteSet) -> Result<(), StoreError> {
+        let writer = self.lock_writer();
+        self.commit_with(set, &writer)
+    }
+
+    /// [`commit`](Self::commit) with the write lock already held.
+    pub fn commit_with(
+        &self,
+        set: &WriteSet,
+        _writer: &MutexGuard<'_, ()>,
+    ) -> Result<(), StoreError> {
         if set.is_empty() {
             return Ok(());
         }
         let mut batch = self.db.batch();
-        for ((space, key), value) in set.ops {
+        for ((space, key), value) in &set.ops {
             match value {
-                Some(value) => batch.insert(self.space(space), key, value),
-                None => batch.remove(self.space(space), key),
+                Some(value) => batch.insert(self.space(*space), key.as_slice(), value.as_slice()),
+                None => batch.remove(self.space(*space), key.as_slice()),
             }
         }
         batch.commit()?;
@@ -222,7 +245,7 @@ impl Store {
     pub fn init_format(&self) -> Result<(), StoreError> {
         let mut set = WriteSet::default();
         set.put(Space::Meta, codec::META_FORMAT, vec![codec::FORMAT_VERSION]);
-        self.commit(set)?;
+        self.commit(&set)?;
         self.db.persist(fjall::PersistMode::SyncAll)?;
         Ok(())
     }

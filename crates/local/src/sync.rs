@@ -216,21 +216,21 @@ fn sync_loop(shared: &Shared, dir: &Path, durability: Durability) {
                 }
                 continue;
             }
-            let taken = state.take_group();
-            let committed = taken.and_then(|(group, set)| {
-                let ops = set.len();
-                shared.store.commit(set).map(|()| (group, ops))
-            });
-            match committed {
-                Ok(group) => group,
-                Err(e) => {
-                    tracing::error!(error = %e, "commit failed; the broker refuses further writes");
-                    shared
-                        .durable
-                        .send_modify(|d| d.failed = Some(e.to_string()));
-                    return;
-                }
+            let (group, set) = match state.take_group() {
+                Ok(taken) => taken,
+                Err(e) => return fail(shared, &e.to_string()),
+            };
+            // The group is written outside the state lock (calls go on
+            // meanwhile), holding the engine write lock, taken before the
+            // state lock is released so that no scan's flush overtakes it.
+            let set = Arc::new(set);
+            state.committing = Some(Arc::clone(&set));
+            let writer = shared.store.lock_writer();
+            drop(state);
+            if let Err(e) = shared.store.commit_with(&set, &writer) {
+                return fail(shared, &e.to_string());
             }
+            (group, set.len())
         };
         shared.groups.fetch_add(1, Ordering::Relaxed);
         let mode = match durability {
@@ -247,6 +247,13 @@ fn sync_loop(shared: &Shared, dir: &Path, durability: Durability) {
             return;
         }
     }
+}
+
+fn fail(shared: &Shared, reason: &str) {
+    tracing::error!(error = %reason, "commit failed; the broker refuses further writes");
+    shared
+        .durable
+        .send_modify(|d| d.failed = Some(reason.to_string()));
 }
 
 /// Waits until there is a group to close (or the thread must stop) and
