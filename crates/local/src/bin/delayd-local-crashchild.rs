@@ -1,5 +1,7 @@
 //! Crash-test child: runs a LocalBroker (durability `Always`) under
-//! concurrent enqueue/lease/ack/cancel load and prints every acknowledged
+//! concurrent enqueue/lease/ack/cancel load, through every commit path
+//! (single calls, `ack_many`, `pipeline`, and waiting lease calls served
+//! by the hand-off), and prints every acknowledged
 //! operation as one flushed line on stdout, until it is killed:
 //! `E <id> <seq>` (enqueued), `L <id>` (leased; printed before the ack is
 //! sent, so an ack can only have happened to an id with an `L` line),
@@ -9,13 +11,19 @@
 
 #![forbid(unsafe_code)]
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::Arc;
 
-use delayd_core::{Broker, EnqueueOptions, EnqueueRequest, LeaseRequest, MessageId, QueueName};
+use delayd_core::{
+    Broker, EnqueueOptions, EnqueueRequest, LeaseRequest, MessageId, PipelinedCall,
+    PipelinedResult, QueueName,
+};
 use delayd_local::{LocalBroker, LocalConfig};
 
 const WORKERS: usize = 8;
+/// Workers that only consume, with waiting leases (the hand-off path).
+const CONSUMERS: usize = 2;
 
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();
@@ -51,6 +59,11 @@ async fn worker(broker: Arc<LocalBroker>, queue: QueueName, prefix: String, work
             }
             continue;
         }
+        if worker % 2 == 1 {
+            // Enqueue-free pipeline: lease and acks in one durable step.
+            pipelined_round(&broker, &queue).await;
+            continue;
+        }
         let request = LeaseRequest {
             max: 4,
             wait_ms: 0,
@@ -64,6 +77,68 @@ async fn worker(broker: Arc<LocalBroker>, queue: QueueName, prefix: String, work
         }
         for d in deliveries {
             if broker.ack(&queue, &d.id, &d.lease_id).await.is_ok() {
+                say(&format!("A {}", d.id));
+            }
+        }
+    }
+}
+
+/// One `pipeline` call that leases, then one that acks what it got.
+async fn pipelined_round(broker: &LocalBroker, queue: &QueueName) {
+    let mut calls = VecDeque::from(vec![PipelinedCall::Lease {
+        queues: vec![queue.clone()],
+        max: 3,
+        lease_ms: Some(600_000),
+    }]);
+    let mut leased = Vec::new();
+    for result in broker.pipeline(&mut calls).await {
+        if let PipelinedResult::Leased(Ok(deliveries)) = result {
+            leased.extend(deliveries);
+        }
+    }
+    for d in &leased {
+        say(&format!("L {}", d.id));
+    }
+    let mut calls: VecDeque<_> = leased
+        .iter()
+        .map(|d| PipelinedCall::Ack {
+            queue: queue.clone(),
+            id: d.id.clone(),
+            lease: d.lease_id.clone(),
+        })
+        .collect();
+    let results = broker.pipeline(&mut calls).await;
+    for (d, result) in leased.iter().zip(results) {
+        if result == PipelinedResult::Done(Ok(())) {
+            say(&format!("A {}", d.id));
+        }
+    }
+}
+
+/// A consumer that waits for messages (served by the hand-off) and acks
+/// them with `ack_many`.
+async fn consumer(broker: Arc<LocalBroker>, queue: QueueName) {
+    loop {
+        let request = LeaseRequest {
+            max: 8,
+            wait_ms: 500,
+            lease_ms: Some(600_000),
+        };
+        let Ok(deliveries) = broker.lease(std::slice::from_ref(&queue), request).await else {
+            continue;
+        };
+        for d in &deliveries {
+            say(&format!("L {}", d.id));
+        }
+        let acks = deliveries
+            .iter()
+            .map(|d| (d.id.clone(), d.lease_id.clone()))
+            .collect();
+        let Ok(results) = broker.ack_many(&queue, acks).await else {
+            continue;
+        };
+        for (d, result) in deliveries.iter().zip(results) {
+            if result.is_ok() {
                 say(&format!("A {}", d.id));
             }
         }
@@ -98,7 +173,10 @@ async fn main() {
             ))
         })
         .collect();
-    for task in tasks {
+    let consumers: Vec<_> = (0..CONSUMERS)
+        .map(|_| tokio::spawn(consumer(Arc::clone(&broker), queue.clone())))
+        .collect();
+    for task in tasks.into_iter().chain(consumers) {
         let _ = task.await;
     }
 }
