@@ -232,3 +232,99 @@ mod tests {
         assert!(decode_record::<StoredCounts>(&bad).is_err());
     }
 }
+
+/// The stored bytes of each record kind, pinned: a change to a record's
+/// fields (or to a core type it embeds, whose serde derives shape these
+/// bytes) fails here instead of silently changing the on-disk format. A
+/// deliberate format change bumps `RECORD_VERSION` or `FORMAT_VERSION` and
+/// updates these bytes and docs/storage.md together.
+#[cfg(test)]
+mod golden {
+    use super::*;
+    use delayd_core::{PushConfig, RetryPolicy};
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn message() -> MessageRecord {
+        MessageRecord {
+            id: MessageId::new("order-42").expect("id"),
+            seq: 300,
+            state: MessageState::Leased,
+            deliver_at: 1_700_000_000_000,
+            enqueued_at: 1_699_999_999_000,
+            priority: 1024,
+            attempts: 2,
+            max_attempts: Some(5),
+            lease_ms: None,
+            lease_until: Some(1_700_000_030_000),
+            lease_id: Some(LeaseId("L1".to_string())),
+            died_at: None,
+            counters: MessageCounters {
+                timeouts: 1,
+                releases: 0,
+                buries: 0,
+                kicks: 3,
+            },
+            headers: BTreeMap::from([("k".to_string(), "v".to_string())]),
+        }
+    }
+
+    /// version 01, id "order-42", seq 300, state 2 (leased), deliver_at,
+    /// enqueued_at (varints), priority 1024, attempts 2, max_attempts
+    /// Some(5), lease_ms None, lease_until Some, lease_id Some("L1"),
+    /// died_at None, counters (1, 0, 0, 3), headers {k: v}.
+    const MESSAGE: &str = "01086f726465722d3432ac020280d095ffbc3198c895ffbc3180080201050001\
+b0ba97ffbc3101024c31000100000301016b0176";
+
+    #[test]
+    fn message_record_bytes() {
+        let bytes = encode_record(&message()).expect("encode");
+        assert_eq!(hex(&bytes), MESSAGE);
+        assert_eq!(
+            decode_record::<MessageRecord>(&bytes).expect("decode"),
+            message()
+        );
+    }
+
+    fn queue() -> QueueRecord {
+        QueueRecord {
+            config: QueueConfig {
+                lease_ms: 30_000,
+                max_attempts: 10,
+                retry: RetryPolicy {
+                    initial_ms: 1_000,
+                    max_ms: 3_600_000,
+                    multiplier: 2.0,
+                },
+                push: Some(PushConfig {
+                    url: "http://127.0.0.1:9/hook".into(),
+                    timeout_ms: 5_000,
+                    concurrency: 16,
+                    secret: Some("s".into()),
+                }),
+            },
+            paused_until: Some(u64::MAX),
+            counts: StoredCounts {
+                waiting: 7,
+                leased: 1,
+                dead: 2,
+            },
+        }
+    }
+
+    #[test]
+    fn queue_record_bytes() {
+        let bytes = encode_record(&queue()).expect("encode");
+        let decoded: QueueRecord = decode_record(&bytes).expect("decode");
+        assert_eq!(decoded, queue());
+        assert_eq!(hex(&bytes), QUEUE);
+    }
+
+    /// version 01, lease_ms 30000, max_attempts 10, retry (1000, 3600000,
+    /// 2.0 as f64 LE), push Some(url, 5000, 16, secret Some("s")),
+    /// paused_until Some(u64::MAX), counts (7, 1, 2).
+    const QUEUE: &str = "01b0ea010ae80780dddb0100000000000000400117687474703a2f2f3132372e302e\
+302e313a392f686f6f6b88271001017301ffffffffffffffffff01070102";
+}
