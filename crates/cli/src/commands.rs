@@ -7,7 +7,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use clap::Args;
-use delayd_client::{LeaseOptions, Leased, NewMessage, Payload, Queue};
+use delayd_client::{AckItem, LeaseOptions, Leased, NewMessage, Payload, Queue};
 use serde_json::json;
 
 use crate::duration::{millis, parse_at, parse_duration};
@@ -168,12 +168,49 @@ pub struct AckArgs {
     queue: String,
     id: String,
     lease_id: String,
+    /// More deliveries to ack, as `ID LEASE_ID` pairs: all of them go in one
+    /// batch request (`POST .../acks`), each acked or failed on its own.
+    #[arg(value_name = "ID LEASE_ID")]
+    more: Vec<String>,
 }
 
 pub async fn ack(args: AckArgs) -> anyhow::Result<()> {
     let client = args.conn.client()?;
-    client.ack(&args.queue, &args.id, &args.lease_id).await?;
-    report_done(&args.conn, "acked", &args.id)
+    if args.more.is_empty() {
+        client.ack(&args.queue, &args.id, &args.lease_id).await?;
+        return report_done(&args.conn, "acked", &args.id);
+    }
+    if args.more.len() % 2 != 0 {
+        return Err(UsageError("ack takes ID LEASE_ID pairs".into()).into());
+    }
+    let mut items = vec![AckItem {
+        id: args.id.clone(),
+        lease_id: args.lease_id.clone(),
+    }];
+    items.extend(args.more.chunks(2).map(|pair| AckItem {
+        id: pair[0].clone(),
+        lease_id: pair[1].clone(),
+    }));
+    let results = client.ack_many(&args.queue, &items).await?;
+    let mut failed = 0;
+    for (item, result) in items.iter().zip(&results) {
+        match result {
+            Ok(()) => report_done(&args.conn, "acked", &item.id)?,
+            Err(error) => {
+                failed += 1;
+                if args.conn.json {
+                    let line = json!({"id": item.id, "error": {"code": error.code, "message": error.message}});
+                    println!("{}", serde_json::to_string(&line)?);
+                } else {
+                    println!("failed {} {}: {}", item.id, error.code, error.message);
+                }
+            }
+        }
+    }
+    if failed > 0 {
+        anyhow::bail!("{failed} of {} acks failed", items.len());
+    }
+    Ok(())
 }
 
 #[derive(Debug, Args)]

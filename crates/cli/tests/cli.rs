@@ -135,6 +135,44 @@ async fn stdin_payload_delays_and_tables() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ack_several_in_one_request() {
+    let url = server().await;
+    for id in ["a", "b"] {
+        ok(delayd(&url, &["put", "many", "--id", id, "x"], None).await);
+    }
+    let got = json(delayd(&url, &["get", "many", "--max", "2", "--json"], None).await);
+    let leases: Vec<(String, String)> = got["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let field = |k: &str| m[k].as_str().unwrap().to_string();
+            (field("id"), field("lease_id"))
+        })
+        .collect();
+    assert_eq!(leases.len(), 2, "{got}");
+    let (a, b) = (&leases[0], &leases[1]);
+    let args = [
+        "ack", "many", &a.0, &a.1, &b.0, &b.1, "missing", "lease", "--json",
+    ];
+    let out = delayd(&url, &args, None).await;
+    assert!(!out.status.success(), "one of three failed: nonzero exit");
+    let lines: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["acked"], true);
+    assert_eq!(lines[1]["acked"], true);
+    assert_eq!(lines[2]["error"]["code"], "message_not_found");
+    let odd = delayd(&url, &["ack", "many", "a", "l", "b"], None).await;
+    assert_eq!(
+        odd.status.code(),
+        Some(2),
+        "an unpaired id is a usage error"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nack_and_cancel() {
     let url = server().await;
     ok(delayd(&url, &["put", "q", "--id", "n", "x"], None).await);

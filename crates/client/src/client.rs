@@ -9,9 +9,9 @@ use url::Url;
 
 use crate::error::ClientError;
 use crate::wire::{
-    BatchBody, BatchItem, BatchResults, Enqueued, ErrorDetail, ExtendBody, Extended, LeaseOptions,
-    LeaseRef, Leased, LeasedList, MessageList, MessageView, NackBody, NewMessage, Queue, QueueList,
-    QueuePut, RedriveBody, Redriven, Reschedule,
+    AckItem, AckResults, AcksBody, BatchBody, BatchItem, BatchResults, Enqueued, ErrorDetail,
+    ExtendBody, Extended, LeaseOptions, LeaseRef, Leased, LeasedList, MessageList, MessageView,
+    NackBody, NewMessage, Queue, QueueList, QueuePut, RedriveBody, Redriven, Reschedule,
 };
 
 /// Result of [`Client::put_queue`]: whether the `PUT` created the queue
@@ -207,6 +207,32 @@ impl Client {
         let path = ["v1", "queues", queue, "messages", id, "ack"];
         self.call_empty(Method::POST, &path, Some(&LeaseRef { lease_id }))
             .await
+    }
+
+    /// Acks up to 1000 deliveries of one queue in one request
+    /// (`POST .../acks`): one result per item, in order; a failed item
+    /// (`lease_mismatch`, `message_not_found`) does not fail the others.
+    pub async fn ack_many(
+        &self,
+        queue: &str,
+        acks: &[AckItem],
+    ) -> Result<Vec<Result<(), ErrorDetail>>, ClientError> {
+        let body = AcksBody { acks };
+        let results: AckResults = self
+            .call(Method::POST, &["v1", "queues", queue, "acks"], Some(&body))
+            .await?;
+        Ok(results
+            .results
+            .into_iter()
+            .map(|item| match item.error {
+                None if item.acked => Ok(()),
+                None => Err(ErrorDetail {
+                    code: "invalid_response".into(),
+                    message: format!("ack of {} neither acked nor failed", item.id),
+                }),
+                Some(error) => Err(error),
+            })
+            .collect())
     }
 
     /// Fails a delivery; without `delay_ms` the queue's backoff applies.

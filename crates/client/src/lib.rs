@@ -45,6 +45,6 @@ pub use broker::{HttpBroker, ShutdownHook};
 pub use client::{Client, PutQueue};
 pub use error::ClientError;
 pub use wire::{
-    Enqueued, ErrorDetail, LeaseOptions, Leased, MessageView, NewMessage, Payload, PushSpec,
-    PushView, Queue, QueueConfigView, QueuePut, QueueStats, Reschedule, Retry,
+    AckItem, Enqueued, ErrorDetail, LeaseOptions, Leased, MessageView, NewMessage, Payload,
+    PushSpec, PushView, Queue, QueueConfigView, QueuePut, QueueStats, Reschedule, Retry,
 };

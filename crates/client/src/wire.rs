@@ -258,6 +258,34 @@ pub(crate) struct BatchBody<'a> {
     pub messages: &'a [NewMessage],
 }
 
+/// One ack of `POST .../acks`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AckItem {
+    pub id: String,
+    pub lease_id: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub(crate) struct AcksBody<'a> {
+    pub acks: &'a [AckItem],
+}
+
+/// One result of a batch ack, in input order: `acked: true`, or the error
+/// the single ack would have answered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct AckResult {
+    pub id: String,
+    #[serde(default)]
+    pub acked: bool,
+    #[serde(default)]
+    pub error: Option<ErrorDetail>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct AckResults {
+    pub results: Vec<AckResult>,
+}
+
 /// One result of a batch enqueue, in input order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]

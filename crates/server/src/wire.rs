@@ -349,6 +349,37 @@ pub struct AckBody {
     pub lease_id: String,
 }
 
+/// `POST /v1/queues/{queue}/acks`: up to 1000 acks, each as the single
+/// ack would be.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcksBody {
+    pub acks: Vec<AckItem>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AckItem {
+    pub id: String,
+    pub lease_id: String,
+}
+
+/// One ack's outcome: `acked: true`, or the error the single ack would
+/// have answered.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AckResult {
+    pub id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acked: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<crate::error::ErrorDetail>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AckResults {
+    pub results: Vec<AckResult>,
+}
+
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NackBody {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use delayd_client::{Client, Enqueued, LeaseOptions, Leased, NewMessage};
+use delayd_client::{AckItem, Client, Enqueued, LeaseOptions, Leased, NewMessage};
 use indicatif::ProgressBar;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
@@ -29,6 +29,8 @@ pub struct Plan {
     pub messages: u64,
     pub batch: u64,
     pub lease_max: u32,
+    /// Ack each lease's messages with one `POST .../acks`.
+    pub ack_batch: bool,
     pub payload_size: usize,
     pub delay_min_ms: u64,
     pub delay_max_ms: u64,
@@ -186,8 +188,22 @@ async fn handle_batch(shared: &Arc<Shared>, messages: Vec<Leased>) {
     shared.delivered.notify_one();
 }
 
-/// Acks concurrently; returns how many acks failed.
+/// Acks concurrently, or in one batch request with `--ack-batch`; returns
+/// how many acks failed.
 async fn ack_all(shared: &Arc<Shared>, messages: Vec<Leased>) -> u64 {
+    if shared.plan.ack_batch {
+        let items: Vec<AckItem> = messages
+            .iter()
+            .map(|m| AckItem {
+                id: m.id.clone(),
+                lease_id: m.lease_id.clone(),
+            })
+            .collect();
+        return match shared.client.ack_many(&shared.plan.queue, &items).await {
+            Ok(results) => results.iter().filter(|r| r.is_err()).count() as u64,
+            Err(_) => items.len() as u64,
+        };
+    }
     let mut acks = JoinSet::new();
     for message in messages {
         let shared = Arc::clone(shared);

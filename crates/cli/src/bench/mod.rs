@@ -73,6 +73,10 @@ pub struct BenchArgs {
     /// Messages per lease request.
     #[arg(long, default_value_t = 100)]
     lease_max: u32,
+    /// Ack each lease's messages with one batch request (`POST .../acks`)
+    /// instead of one request per message.
+    #[arg(long)]
+    ack_batch: bool,
     /// Queue to use (default: a fresh `bench-<random>`, deleted afterwards).
     #[arg(long)]
     queue: Option<String>,
@@ -121,6 +125,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         messages: args.messages,
         batch: args.batch,
         lease_max: args.lease_max,
+        ack_batch: args.ack_batch,
         payload_size: args.payload_size,
         delay_min_ms: millis(args.delay_min),
         delay_max_ms: millis(args.delay_max),

@@ -26,7 +26,7 @@ use delayd_core::{
 };
 
 use crate::client::Client;
-use crate::wire::{self, LeaseOptions};
+use crate::wire::{self, AckItem, LeaseOptions};
 
 mod convert;
 
@@ -280,6 +280,35 @@ impl Broker for HttpBroker {
             .ack(queue.as_str(), id.as_str(), lease.as_str())
             .await;
         done.map_err(|err| Subject::lease(queue, id, lease).map(err))
+    }
+
+    async fn ack_many(
+        &self,
+        queue: &QueueName,
+        acks: Vec<(MessageId, LeaseId)>,
+    ) -> BrokerResult<Vec<BrokerResult<()>>> {
+        delayd_core::check_ack_batch(&acks)?;
+        let items: Vec<AckItem> = acks
+            .iter()
+            .map(|(id, lease)| AckItem {
+                id: id.to_string(),
+                lease_id: lease.to_string(),
+            })
+            .collect();
+        let results = self
+            .client
+            .ack_many(queue.as_str(), &items)
+            .await
+            .map_err(|err| Subject::queue(queue).map(err))?;
+        Ok(results
+            .into_iter()
+            .zip(&acks)
+            .map(|(result, (id, lease))| {
+                result.map_err(|detail| {
+                    Subject::lease(queue, id, lease).error_for_code(&detail.code, detail.message)
+                })
+            })
+            .collect())
     }
 
     async fn nack(

@@ -4,14 +4,15 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use delayd_core::{LeaseId, LeaseRequest, Nack};
+use delayd_core::{BrokerError, LeaseId, LeaseRequest, MessageId, Nack, MAX_BATCH};
 
 use crate::convert::check_delay;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{MessagePath, QueuePath, StrictJson};
 use crate::state::AppState;
 use crate::wire::{
-    AckBody, ExtendBody, ExtendResponse, LeaseBody, LeaseResponse, LeasedMessage, NackBody,
+    AckBody, AckResult, AckResults, AcksBody, ExtendBody, ExtendResponse, LeaseBody, LeaseResponse,
+    LeasedMessage, NackBody,
 };
 
 /// api.md: `max` is 1..=1000.
@@ -79,6 +80,78 @@ pub async fn ack(
         .ack(&queue, &id, &LeaseId(body.lease_id))
         .await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(post, path = "/v1/queues/{queue}/acks", tag = "consuming",
+    params(("queue" = String, Path, description = "Queue name")),
+    request_body = AcksBody,
+    responses((status = 200, body = AckResults,
+        description = "One result per item, in input order; a failed item does not fail the others"),
+        (status = 400, body = ErrorBody,
+        description = "More than 1000 items, or an item without `id` or `lease_id`: nothing acked")))]
+pub async fn ack_many(
+    State(state): State<AppState>,
+    QueuePath(queue): QueuePath,
+    StrictJson(body): StrictJson<AcksBody>,
+) -> ApiResult<Json<AckResults>> {
+    if body.acks.len() > MAX_BATCH {
+        return Err(ApiError::invalid_argument(format!(
+            "at most {MAX_BATCH} acks per request, got {}",
+            body.acks.len()
+        )));
+    }
+    // An id that is not a valid message id names no message: that item
+    // fails on its own, like the single ack's 404 would.
+    let parsed: Vec<Option<MessageId>> = body
+        .acks
+        .iter()
+        .map(|item| MessageId::new(item.id.clone()).ok())
+        .collect();
+    let valid: Vec<(MessageId, LeaseId)> = body
+        .acks
+        .iter()
+        .zip(&parsed)
+        .filter_map(|(item, id)| Some((id.clone()?, LeaseId(item.lease_id.clone()))))
+        .collect();
+    let mut outcomes = if valid.is_empty() {
+        Vec::new()
+    } else {
+        state.broker.ack_many(&queue, valid).await?
+    }
+    .into_iter();
+    let results = body
+        .acks
+        .into_iter()
+        .zip(parsed)
+        .map(|(item, id)| {
+            let outcome = match id {
+                None => Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "message_not_found",
+                    format!("no message {:?} in queue {queue}", item.id),
+                )),
+                Some(_) => match outcomes.next() {
+                    Some(outcome) => outcome.map_err(ApiError::from),
+                    None => Err(ApiError::from(BrokerError::unavailable(
+                        "the broker answered fewer acks than were sent",
+                    ))),
+                },
+            };
+            match outcome {
+                Ok(()) => AckResult {
+                    id: item.id,
+                    acked: Some(true),
+                    error: None,
+                },
+                Err(err) => AckResult {
+                    id: item.id,
+                    acked: None,
+                    error: Some(err.body().error),
+                },
+            }
+        })
+        .collect();
+    Ok(Json(AckResults { results }))
 }
 
 #[utoipa::path(post, path = "/v1/queues/{queue}/messages/{id}/nack", tag = "consuming",

@@ -39,6 +39,7 @@ pub fn router() -> Router<AppState> {
         )
         .route(LEASE_ROUTE, post(consume::lease))
         .route("/v1/queues/{queue}/messages/{id}/ack", post(consume::ack))
+        .route("/v1/queues/{queue}/acks", post(consume::ack_many))
         .route("/v1/queues/{queue}/messages/{id}/nack", post(consume::nack))
         .route(
             "/v1/queues/{queue}/messages/{id}/extend",
@@ -60,7 +61,7 @@ pub fn router() -> Router<AppState> {
         queues::pause, queues::resume,
         messages::enqueue, messages::batch, messages::get_message, messages::cancel,
         messages::reschedule,
-        consume::lease, consume::ack, consume::nack, consume::extend,
+        consume::lease, consume::ack, consume::ack_many, consume::nack, consume::extend,
         dead::list_dead, dead::redrive,
         ops::healthz, ops::readyz, ops::metrics, ops::openapi,
     ),
@@ -70,7 +71,8 @@ pub fn router() -> Router<AppState> {
         wire::QueueConfigDto, wire::RetryDto, wire::PushDto, wire::StatsDto, wire::QueueList,
         wire::EnqueueBody, wire::BatchBody, wire::EnqueueResult, wire::BatchItemResult,
         wire::BatchResults, wire::PatchBody, wire::MessageDto, wire::MessageList,
-        wire::LeaseBody, wire::LeasedMessage, wire::LeaseResponse, wire::AckBody,
+        wire::LeaseBody, wire::LeasedMessage, wire::LeaseResponse, wire::AckBody, wire::AcksBody, wire::AckItem,
+        wire::AckResult, wire::AckResults,
         wire::NackBody, wire::ExtendBody, wire::ExtendResponse, wire::RedriveBody,
         wire::RedriveResponse, wire::StatusBody,
     )),
