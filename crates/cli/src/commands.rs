@@ -180,7 +180,7 @@ pub async fn ack(args: AckArgs) -> anyhow::Result<()> {
         client.ack(&args.queue, &args.id, &args.lease_id).await?;
         return report_done(&args.conn, "acked", &args.id);
     }
-    if args.more.len() % 2 != 0 {
+    if !args.more.len().is_multiple_of(2) {
         return Err(UsageError("ack takes ID LEASE_ID pairs".into()).into());
     }
     let mut items = vec![AckItem {
