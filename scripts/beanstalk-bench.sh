@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
 # delayd's beanstalkd listener against a real beanstalkd, in one go, with the
 # same client (crates/beanstalk/examples/compare.rs) and the same workload:
-# 100-byte jobs, delays 1-3 s, 4 producers, 4 consumers, request/response
-# puts (pipeline 1) and pipelined puts (pipeline $PIPELINE).
+# 100-byte jobs, delays 1-3 s, 4 producer connections each writing puts in
+# pipelined batches of 64, 4 consumer connections each keeping 8 reserves in
+# flight (every RESERVED answered by its delete and a new reserve).
 #
-#   1. beanstalkd in memory            (beanstalkd -l 127.0.0.1 -p P1)
-#   2. beanstalkd, binlog fsync/write  (beanstalkd -l 127.0.0.1 -p P2 -b DIR -f0)
-#   3. delayd --durability always      (delayd serve --beanstalk 127.0.0.1:P3 ...)
+# Two runs per server: at full rate, and with producers paced to $RATE puts/s.
+# Servers, in this order: beanstalkd 1.12 in memory, delayd
+# `--durability always`, and with BASELINES=all also beanstalkd with
+# `-b DIR -f0` (fsync per write) and delayd `--durability never`.
+# Beside each rate: the server's CPU time per job (utime + stime from
+# /proc/PID/stat over the run, divided by the jobs), which does not depend
+# on the client sharing the cores.
 #
-# Usage: scripts/beanstalk-bench.sh [jobs] [pipeline]
-# Env: JOBS (20000), PIPELINE (16), BOUND (put phase bound, s; 30),
-#      DELAYD_BIN (default /tmp/target-release/release/delayd if present,
-#      else $CARGO_TARGET_DIR/release/delayd, built when missing),
-#      CARGO_TARGET_DIR (target).
+# Usage: scripts/beanstalk-bench.sh [jobs]
+# Env: JOBS (200000), RATE (20000), BOUND (put phase bound, s; 60),
+#      BASELINES (`all` adds beanstalkd -f0 and delayd never),
+#      DELAYD_BIN (default $CARGO_TARGET_DIR/release/delayd, built when
+#      missing), CARGO_TARGET_DIR (target).
 # Installs the Debian beanstalkd package when missing (and stops the system
 # service the package may start: this script uses its own free ports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-JOBS=${1:-${JOBS:-20000}}
-PIPELINE=${2:-${PIPELINE:-16}}
-BOUND=${BOUND:-30}
+JOBS=${1:-${JOBS:-200000}}
+RATE=${RATE:-20000}
+BOUND=${BOUND:-60}
+BASELINES=${BASELINES:-}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 
 sudo_cmd() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -38,12 +44,8 @@ if ! command -v beanstalkd >/dev/null 2>&1; then
 fi
 
 if [ -z "${DELAYD_BIN:-}" ]; then
-    if [ -x /tmp/target-release/release/delayd ]; then
-        DELAYD_BIN=/tmp/target-release/release/delayd
-    else
-        DELAYD_BIN=$TARGET_DIR/release/delayd
-        [ -x "$DELAYD_BIN" ] || cargo build --release -q --bin delayd
-    fi
+    DELAYD_BIN=$TARGET_DIR/release/delayd
+    [ -x "$DELAYD_BIN" ] || cargo build --release -q --bin delayd
 fi
 cargo build --release -q -p delayd-beanstalk --example compare
 CLIENT=$TARGET_DIR/release/examples/compare
@@ -69,6 +71,7 @@ wait_port() {
     echo "server on port $1 did not start" >&2
     return 1
 }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 stop_server() {
     kill -TERM "$SERVER_PID"
     wait "$SERVER_PID" 2>/dev/null || true
@@ -77,67 +80,76 @@ stop_server() {
 
 RESULTS=$WORK/results
 : >"$RESULTS"
-# run_client NAME PORT: the two runs (request/response, pipelined).
+HZ=$(getconf CLK_TCK)
+# run_client NAME PORT MODE [client args]: one run, its CPU per job appended.
 run_client() {
-    for k in 1 "$PIPELINE"; do
-        "$CLIENT" "127.0.0.1:$2" --jobs "$JOBS" --producers 4 --consumers 4 \
-            --pipeline "$k" --delay-min 1 --delay-max 3 --seconds "$BOUND" \
-            --label "$1" | tee -a "$RESULTS"
-    done
+    local name=$1 port=$2 mode=$3
+    shift 3
+    local before after line
+    before=$(cpu_ticks "$SERVER_PID")
+    line=$("$CLIENT" "127.0.0.1:$port" --jobs "$JOBS" --producers 4 --consumers 4 \
+        --pipeline 64 --reserves 8 --delay-min 1 --delay-max 3 --seconds "$BOUND" \
+        --label "$name" "$@")
+    after=$(cpu_ticks "$SERVER_PID")
+    line="$line mode=$mode cpu_us_per_job=$(( (after - before) * 1000000 / HZ / JOBS ))"
+    echo "$line" | tee -a "$RESULTS"
+}
+# serve NAME PORT: the two runs against the server started just before.
+serve_runs() {
+    wait_port "$2"
+    run_client "$1" "$2" max
+    run_client "$1" "$2" paced --rate "$RATE"
+    stop_server
 }
 
-echo "jobs=$JOBS pipeline=1,$PIPELINE load: $(cut -d' ' -f1-3 /proc/loadavg) cores: $(nproc)"
+echo "jobs=$JOBS rate=$RATE load: $(cut -d' ' -f1-3 /proc/loadavg) cores: $(nproc)"
 echo "beanstalkd: $(beanstalkd -v)  delayd: $DELAYD_BIN"
 
 P=$(free_port)
-beanstalkd -l 127.0.0.1 -p "$P" & SERVER_PID=$!
-wait_port "$P"
-run_client beanstalkd-mem "$P"
-stop_server
+beanstalkd -l 127.0.0.1 -p "$P" -z 65535 & SERVER_PID=$!
+serve_runs beanstalkd-mem "$P"
 
-P=$(free_port)
-mkdir "$WORK/binlog"
-beanstalkd -l 127.0.0.1 -p "$P" -b "$WORK/binlog" -f0 & SERVER_PID=$!
-wait_port "$P"
-run_client beanstalkd-f0 "$P"
-stop_server
+if [ "$BASELINES" = all ]; then
+    P=$(free_port)
+    mkdir "$WORK/binlog"
+    beanstalkd -l 127.0.0.1 -p "$P" -b "$WORK/binlog" -f0 & SERVER_PID=$!
+    serve_runs beanstalkd-f0 "$P"
+fi
 
-P=$(free_port)
-mkdir "$WORK/delayd"
-RUST_LOG=warn "$DELAYD_BIN" serve --http 127.0.0.1:0 --beanstalk "127.0.0.1:$P" \
-    --data "$WORK/delayd" --durability always & SERVER_PID=$!
-wait_port "$P"
-run_client delayd-always "$P"
-stop_server
+for durability in always ${BASELINES:+never}; do
+    P=$(free_port)
+    mkdir "$WORK/delayd-$durability"
+    RUST_LOG=warn "$DELAYD_BIN" serve --http 127.0.0.1:0 --beanstalk "127.0.0.1:$P" \
+        --data "$WORK/delayd-$durability" --durability "$durability" & SERVER_PID=$!
+    serve_runs "delayd-$durability" "$P"
+done
 
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-# The table: one row per run, ratios of delayd to each beanstalkd.
+# The table: one row per run, ratios of delayd to beanstalkd in memory.
 awk '
-function field(line, key,   re, m) {
-    re = key "=[^ ]*"
-    if (match(line, re)) { m = substr(line, RSTART + length(key) + 1, RLENGTH - length(key) - 1); return m }
+function field(line, key,   re) {
+    re = " " key "=[^ ]*"
+    if (match(line, re)) return substr(line, RSTART + length(key) + 2, RLENGTH - length(key) - 2)
     return ""
 }
 {
-    label = field($0, "label"); k = field($0, "pipeline")
-    puts[label, k] = field($0, "puts_per_s"); dels[label, k] = field($0, "deliveries_per_s")
-    p99[label, k] = field($0, "late_p99_ms"); lost[label, k] = field($0, "lost")
-    early[label, k] = field($0, "early"); dup[label, k] = field($0, "dup")
-    if (!(k in seen)) { seen[k] = 1; ks[++nk] = k }
+    label = field($0, "label"); m = field($0, "mode")
+    puts[label, m] = field($0, "puts_per_s"); dels[label, m] = field($0, "deliveries_per_s")
+    p99[label, m] = field($0, "late_p99_ms"); lost[label, m] = field($0, "lost")
+    early[label, m] = field($0, "early"); dup[label, m] = field($0, "dup")
+    cpu[label, m] = field($0, "cpu_us_per_job")
+    if (!(label in seen)) { seen[label] = 1; names[++n] = label }
 }
-function ratio(a, b) { return (b > 0) ? sprintf("%.1fx", a / b) : "n/a" }
+function ratio(a, b) { return (b > 0) ? sprintf("%.2fx", a / b) : "n/a" }
 END {
-    printf "\n%-15s %4s %10s %12s %10s %6s %6s %4s\n", "server", "pipe", "puts/s", "deliveries/s", "p99 late", "lost", "early", "dup"
-    n = split("beanstalkd-mem beanstalkd-f0 delayd-always", names, " ")
-    for (i = 1; i <= nk; i++) for (j = 1; j <= n; j++) {
-        s = names[j]; k = ks[i]
-        printf "%-15s %4s %10s %12s %8s ms %6s %6s %4s\n", s, k, puts[s, k], dels[s, k], p99[s, k], lost[s, k], early[s, k], dup[s, k]
+    printf "\n%-16s %6s %9s %12s %11s %8s %5s %5s %4s\n", "server", "mode", "puts/s", "deliveries/s", "p99 late", "cpu/job", "lost", "early", "dup"
+    split("max paced", modes, " ")
+    for (i = 1; i <= 2; i++) for (j = 1; j <= n; j++) {
+        s = names[j]; m = modes[i]
+        printf "%-16s %6s %9s %12s %8s ms %5s us %5s %5s %4s\n", s, m, puts[s, m], dels[s, m], p99[s, m], cpu[s, m], lost[s, m], early[s, m], dup[s, m]
     }
-    printf "\n%4s %22s %22s %22s %22s\n", "pipe", "puts delayd/mem", "puts delayd/f0", "deliv delayd/mem", "deliv delayd/f0"
-    for (i = 1; i <= nk; i++) {
-        k = ks[i]; d = "delayd-always"
-        printf "%4s %22s %22s %22s %22s\n", k,
-            ratio(puts[d, k], puts["beanstalkd-mem", k]), ratio(puts[d, k], puts["beanstalkd-f0", k]),
-            ratio(dels[d, k], dels["beanstalkd-mem", k]), ratio(dels[d, k], dels["beanstalkd-f0", k])
-    }
+    b = "beanstalkd-mem"
+    printf "\ndelayd-always / beanstalkd in memory: puts %s, deliveries %s (max rate); p99 lateness %s ms vs %s ms (paced)\n",
+        ratio(puts["delayd-always", "max"], puts[b, "max"]), ratio(dels["delayd-always", "max"], dels[b, "max"]),
+        p99["delayd-always", "paced"], p99[b, "paced"]
 }' "$RESULTS"

@@ -1,28 +1,48 @@
 #!/usr/bin/env bash
-# `delayd bench` against `delayd serve` (release builds), durability
-# `always` and, as the same-run baseline, `never`: single-message enqueue
-# with 64 producers, batch enqueue (100 per request), deliveries through
-# lease (max 100) + ack, and a run paced at 20,000 messages/s.
-# 100-byte payloads, delays spread over 1-3 s. Prints one JSON line a run.
-# Usage: scripts/http-bench.sh [port]
+# `delayd bench` against `delayd serve` (release builds), durability `always`
+# (and, with BASELINES=all, `never` as the same-run no-fsync baseline).
+# 100-byte payloads, delays spread over 1-3 s, leases of up to 100 that wait
+# up to 1 s. Three runs per server:
+#   single  one message per enqueue request (64 producers), one ack request
+#           per message;
+#   batch   enqueue batches of 100 (8 producers), one batch ack request
+#           (`POST .../acks`) per lease;
+#   paced   batches of 20 paced to $RATE messages/s, batch acks.
+# Each run prints bench's JSON line and the server's CPU time per message
+# (utime + stime from /proc/PID/stat over the run, divided by messages).
+# Usage: scripts/http-bench.sh [messages]
+# Env: MESSAGES (200000), RATE (20000), PORT (17070), BASELINES.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-port="${1:-17070}"
+messages="${1:-${MESSAGES:-200000}}"
+rate="${RATE:-20000}"
+port="${PORT:-17070}"
 cargo build --release -q -p delayd
 bin="${CARGO_TARGET_DIR:-target}/release/delayd"
-for durability in always never; do
+hz=$(getconf CLK_TCK)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+echo "messages=$messages rate=$rate load: $(cut -d' ' -f1-3 /proc/loadavg) cores: $(nproc)"
+for durability in always ${BASELINES:+never}; do
   data="$(mktemp -d)"
   "$bin" serve --http "127.0.0.1:$port" --beanstalk off --data "$data" \
     --durability "$durability" 2>/dev/null &
   pid=$!
   for _ in $(seq 100); do curl -fs "127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
-  common=(--server "http://127.0.0.1:$port" --json --payload-size 100 --delay-min 1s --delay-max 3s)
-  echo "== $durability: single enqueue, 64 producers"
-  "$bin" bench "${common[@]}" --producers 64 --consumers 8 --batch 1 --messages 30000 --duration 20s --drain 10s || true
-  echo "== $durability: batch enqueue (100), lease max 100 + ack"
-  "$bin" bench "${common[@]}" --producers 8 --consumers 8 --batch 100 --lease-max 100 --messages 200000 --duration 20s --drain 15s || true
-  echo "== $durability: paced 20,000/s"
-  "$bin" bench "${common[@]}" --producers 8 --consumers 8 --batch 20 --lease-max 100 --rate 20000 --messages 150000 --duration 10s --drain 10s || true
+  common=(--server "http://127.0.0.1:$port" --json --payload-size 100 --delay-min 1s --delay-max 3s
+          --lease-max 100 --messages "$messages" --duration 60s --drain 15s)
+  run() {
+    local name=$1 before after line
+    shift
+    before=$(cpu_ticks "$pid")
+    line=$("$bin" bench "${common[@]}" "$@" || true)
+    after=$(cpu_ticks "$pid")
+    echo "== $durability $name: $line"
+    echo "== $durability $name: server cpu_us_per_message=$(( (after - before) * 1000000 / hz / messages ))"
+  }
+  run single --producers 64 --consumers 8 --batch 1
+  run batch --producers 8 --consumers 8 --batch 100 --ack-batch
+  run paced --producers 8 --consumers 8 --batch 20 --ack-batch --rate "$rate"
   kill -TERM "$pid"
   wait "$pid" || true
   rm -rf "$data"
