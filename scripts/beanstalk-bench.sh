@@ -133,11 +133,12 @@ function field(line, key,   re) {
     return ""
 }
 {
-    label = field($0, "label"); m = field($0, "mode")
-    puts[label, m] = field($0, "puts_per_s"); dels[label, m] = field($0, "deliveries_per_s")
-    p99[label, m] = field($0, "late_p99_ms"); lost[label, m] = field($0, "lost")
-    early[label, m] = field($0, "early"); dup[label, m] = field($0, "dup")
-    cpu[label, m] = field($0, "cpu_us_per_job")
+    line = " " $0
+    label = field(line, "label"); m = field(line, "mode")
+    puts[label, m] = field(line, "puts_per_s"); dels[label, m] = field(line, "deliveries_per_s")
+    p99[label, m] = field(line, "late_p99_ms"); lost[label, m] = field(line, "lost")
+    early[label, m] = field(line, "early"); dup[label, m] = field(line, "dup")
+    cpu[label, m] = field(line, "cpu_us_per_job")
     if (!(label in seen)) { seen[label] = 1; names[++n] = label }
 }
 function ratio(a, b) { return (b > 0) ? sprintf("%.2fx", a / b) : "n/a" }
