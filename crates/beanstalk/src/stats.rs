@@ -179,8 +179,7 @@ pub(crate) fn job_stats(message: &Message, ttr_ms: u64, now_ms: u64) -> String {
         MessageState::Scheduled => Some(message.deliver_at),
         MessageState::Ready | MessageState::Dead => None,
     };
-    // Whole seconds, truncated, as beanstalkd does.
-    let time_left = deadline.map_or(0, |at| at.saturating_sub(now_ms) / 1000);
+    let time_left = deadline.map_or(0, |at| whole_seconds_left(at, now_ms));
     let c = message.counters;
     YamlDict::new()
         .raw("id", message.seq)
@@ -214,7 +213,7 @@ pub(crate) fn tube_stats(
     let stats = info.map(|i| i.stats).unwrap_or_default();
     let paused_until = info.filter(|i| i.paused).and_then(|i| i.paused_until);
     let (pause, time_left) = match paused_until {
-        Some(until) => (entry.pause_secs, until.saturating_sub(now_ms) / 1000),
+        Some(until) => (entry.pause_secs, whole_seconds_left(until, now_ms)),
         None => (0, 0),
     };
     YamlDict::new()
@@ -233,4 +232,32 @@ pub(crate) fn tube_stats(
         .raw("pause", pause)
         .raw("pause-time-left", time_left)
         .finish()
+}
+
+/// Whole seconds left until `deadline`, truncated, as beanstalkd counts
+/// them. beanstalkd's clock has nanoseconds, so right after a reserve with
+/// TTR 10 some time has passed and it says 9; ours has milliseconds, so in
+/// the same millisecond the difference is exactly 10 000 ms. Counting the
+/// current millisecond as partly gone gives beanstalkd's answer.
+pub(crate) fn whole_seconds_left(deadline: u64, now_ms: u64) -> u64 {
+    deadline.saturating_sub(now_ms).saturating_sub(1) / 1000
+}
+
+#[cfg(test)]
+mod time_left {
+    use super::whole_seconds_left;
+
+    #[test]
+    fn truncated_like_beanstalkd() {
+        assert_eq!(
+            whole_seconds_left(10_000, 0),
+            9,
+            "right after a reserve, TTR 10"
+        );
+        assert_eq!(whole_seconds_left(10_000, 1), 9);
+        assert_eq!(whole_seconds_left(10_000, 999), 9);
+        assert_eq!(whole_seconds_left(10_000, 1_000), 8, "one second later");
+        assert_eq!(whole_seconds_left(10_000, 10_000), 0);
+        assert_eq!(whole_seconds_left(10_000, 20_000), 0, "past the deadline");
+    }
 }

@@ -36,8 +36,8 @@ pub use broker::{check_ack_batch, Broker, DueHistogram, Upsert, HISTOGRAM_SCAN_L
 pub use clock::{Clock, ManualClock, SkewedClock, SystemClock};
 pub use error::{BrokerError, BrokerResult};
 pub use message::{
-    Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, LeaseRequest, ListQuery, Message,
-    MessageCounters, MessageState, Nack, Redrive, Reschedule, Schedule,
+    check_lease_ms, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, LeaseRequest,
+    ListQuery, Message, MessageCounters, MessageState, Nack, Redrive, Reschedule, Schedule,
 };
 pub use model::{
     LeaseId, MessageId, PushConfig, QueueConfig, QueueConfigPatch, QueueInfo, QueueName,

@@ -149,6 +149,32 @@ pub struct LeaseRequest {
     pub lease_ms: Option<u64>,
 }
 
+impl LeaseRequest {
+    /// The argument rules of every lease, in every broker: `max` within
+    /// 1..=[`MAX_BATCH`](crate::MAX_BATCH), and no zero-length lease.
+    pub fn validate(&self) -> Result<(), crate::BrokerError> {
+        if self.max == 0 || self.max as usize > crate::MAX_BATCH {
+            return Err(crate::BrokerError::InvalidArgument(format!(
+                "max must be within 1..={}, got {}",
+                crate::MAX_BATCH,
+                self.max
+            )));
+        }
+        check_lease_ms(self.lease_ms)
+    }
+}
+
+/// A lease length given explicitly (lease, `lease_message`, extend) must be
+/// at least 1 ms.
+pub fn check_lease_ms(lease_ms: Option<u64>) -> Result<(), crate::BrokerError> {
+    if lease_ms == Some(0) {
+        return Err(crate::BrokerError::InvalidArgument(
+            "lease_ms must be at least 1".into(),
+        ));
+    }
+    Ok(())
+}
+
 impl Default for LeaseRequest {
     fn default() -> Self {
         Self {

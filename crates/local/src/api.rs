@@ -11,7 +11,6 @@ use delayd_core::{
 
 use crate::broker::LocalBroker;
 use crate::messages::store_err;
-use crate::pipeline::{check_lease_args, check_lease_ms};
 
 #[async_trait]
 impl Broker for LocalBroker {
@@ -142,7 +141,7 @@ impl Broker for LocalBroker {
         queues: &[QueueName],
         request: LeaseRequest,
     ) -> BrokerResult<Vec<Delivery>> {
-        check_lease_args(request.max, request.lease_ms)?;
+        request.validate()?;
         self.inner.lease(queues, request).await
     }
 
@@ -152,6 +151,7 @@ impl Broker for LocalBroker {
         id: &MessageId,
         lease_ms: Option<u64>,
     ) -> BrokerResult<Delivery> {
+        delayd_core::check_lease_ms(lease_ms)?;
         self.inner
             .write(|state, store, now, tx| {
                 let old = state.lookup_existing(store, queue, id)?;
@@ -228,7 +228,7 @@ impl Broker for LocalBroker {
         lease: &LeaseId,
         lease_ms: Option<u64>,
     ) -> BrokerResult<u64> {
-        check_lease_ms(lease_ms)?;
+        delayd_core::check_lease_ms(lease_ms)?;
         self.inner
             .write(|state, store, now, tx| state.extend(store, queue, id, lease, lease_ms, now, tx))
             .await

@@ -114,9 +114,17 @@ impl State {
         if let Some(priority) = change.priority {
             new.priority = priority;
         }
+        // The state `place` gives it: the answer must be the changed
+        // message, also when it moves beyond the horizon (then it is on
+        // disk only, and the engine does not have this call's write yet).
+        new.state = if new.deliver_at <= now {
+            MessageState::Ready
+        } else {
+            MessageState::Scheduled
+        };
         self.unlink(queue, id);
         self.place(queue, Some(&old), new.clone(), now, tx)?;
-        Ok(self.lookup(store, queue, id)?.unwrap_or(new))
+        Ok(new)
     }
 
     pub fn redrive(

@@ -3,33 +3,13 @@
 //! wait for all of them.
 
 use delayd_core::{
-    BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest,
-    PipelinedCall, PipelinedResult, QueueConfig, QueueName,
+    check_lease_ms, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome,
+    EnqueueRequest, LeaseRequest, PipelinedCall, PipelinedResult, QueueConfig, QueueName,
 };
 
 use crate::broker::Inner;
 use crate::state::{State, Tx};
 use crate::store::Store;
-
-/// `max` within 1..=1000 and no zero-length lease (the rules of `lease`).
-pub(crate) fn check_lease_args(max: u32, lease_ms: Option<u64>) -> BrokerResult<()> {
-    if max == 0 || max as usize > delayd_core::MAX_BATCH {
-        return Err(BrokerError::InvalidArgument(format!(
-            "max must be within 1..={}, got {max}",
-            delayd_core::MAX_BATCH
-        )));
-    }
-    check_lease_ms(lease_ms)
-}
-
-pub(crate) fn check_lease_ms(lease_ms: Option<u64>) -> BrokerResult<()> {
-    if lease_ms == Some(0) {
-        return Err(BrokerError::InvalidArgument(
-            "lease_ms must be at least 1".into(),
-        ));
-    }
-    Ok(())
-}
 
 impl State {
     /// `Broker::enqueue` under the lock: creates the queue if allowed.
@@ -95,7 +75,13 @@ impl State {
                 max,
                 lease_ms,
             } => {
-                let leased = check_lease_args(max, lease_ms)
+                let request = LeaseRequest {
+                    max,
+                    wait_ms: 0,
+                    lease_ms,
+                };
+                let leased = request
+                    .validate()
                     .and_then(|()| self.lease_now(store, &queues, max, lease_ms, now, tx));
                 let stop = leased.as_ref().map_or(true, |got| got.len() < max as usize);
                 (R::Leased(leased), stop)

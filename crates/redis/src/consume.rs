@@ -48,11 +48,7 @@ impl Inner {
         request: LeaseRequest,
     ) -> BrokerResult<Vec<Delivery>> {
         self.check_open()?;
-        if request.max == 0 || request.lease_ms == Some(0) {
-            return Err(BrokerError::InvalidArgument(
-                "max and lease_ms must be at least 1".into(),
-            ));
-        }
+        request.validate()?;
         let mut queues = queues.to_vec();
         queues.sort();
         queues.dedup();
@@ -214,11 +210,7 @@ impl Inner {
         lease_ms: Option<u64>,
     ) -> BrokerResult<Delivery> {
         self.check_open()?;
-        if lease_ms == Some(0) {
-            return Err(BrokerError::InvalidArgument(
-                "lease_ms must be at least 1".into(),
-            ));
-        }
+        delayd_core::check_lease_ms(lease_ms)?;
         let (shard, keys) = self.shard_of(queue, id);
         let args = vec![
             id.as_str().into(),
@@ -337,11 +329,7 @@ impl Inner {
         lease: &LeaseId,
         lease_ms: Option<u64>,
     ) -> BrokerResult<u64> {
-        if lease_ms == Some(0) {
-            return Err(BrokerError::InvalidArgument(
-                "lease_ms must be at least 1".into(),
-            ));
-        }
+        delayd_core::check_lease_ms(lease_ms)?;
         let (_, rest) = self
             .on_lease(&scripts::EXTEND, queue, id, lease, vec![opt_arg(lease_ms)])
             .await?;

@@ -126,6 +126,13 @@ pub fn queue_patch(body: QueuePutBody, allow: &PushPolicy) -> Result<QueueConfig
     if body.lease_ms == Some(0) {
         return Err(ApiError::invalid_argument("lease_ms must be at least 1"));
     }
+    // Core reads 0 as "never dead-letter" (the beanstalkd listener's
+    // queues); over HTTP, as for enqueue, a message must be attemptable.
+    if body.max_attempts == Some(0) {
+        return Err(ApiError::invalid_argument(
+            "max_attempts must be at least 1",
+        ));
+    }
     let retry = body.retry.map(retry_policy).transpose()?;
     let push = match body.push {
         None => None,
@@ -147,6 +154,11 @@ fn retry_policy(body: RetryBody) -> Result<RetryPolicy, ApiError> {
         max_ms: body.max_ms.unwrap_or(defaults.max_ms),
         multiplier: body.multiplier.unwrap_or(defaults.multiplier),
     };
+    if policy.initial_ms == 0 {
+        return Err(ApiError::invalid_argument(
+            "retry.initial_ms must be at least 1",
+        ));
+    }
     policy.validate()?;
     Ok(policy)
 }

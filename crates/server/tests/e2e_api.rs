@@ -221,6 +221,24 @@ async fn patch_in_each_state(s: &Server) {
         (r.body["state"].clone(), r.body["priority"].clone()),
         (json!("ready"), json!(3))
     );
+    // Far into the future (beyond the store's in-memory horizon) and back:
+    // the answer is the changed message, as a GET right after shows it.
+    for delay in [3_600_000u64, 0] {
+        let r = s
+            .call(
+                "PATCH",
+                "/v1/queues/p/messages/m",
+                Some(json!({"delay_ms": delay})),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let got = s.call("GET", "/v1/queues/p/messages/m", None).await;
+        assert_eq!(
+            r.body["deliver_at"], got.body["deliver_at"],
+            "delay {delay}"
+        );
+        assert_eq!(r.body["state"], got.body["state"], "delay {delay}");
+    }
     // ready: priority only.
     let r = s
         .call(

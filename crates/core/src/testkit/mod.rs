@@ -76,6 +76,7 @@ macro_rules! conformance_tests {
             pause_stops_leasing_and_resume_delivers,
             cancel_in_every_state,
             reschedule_scheduled_and_ready,
+            reschedule_returns_the_changed_message,
             reschedule_priority_and_invalid_states,
             stats_through_lifecycle,
             shutdown_wakes_waiting_lease,
@@ -107,6 +108,7 @@ macro_rules! conformance_tests_extended {
             delete_queue_wakes_waiting_lease,
             queue_push_replaced_whole,
             enqueue_without_auto_create,
+            argument_rules_are_the_same_everywhere,
         );
     };
 }

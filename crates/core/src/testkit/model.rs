@@ -319,11 +319,7 @@ impl Broker for ModelBroker {
             state.check_open()?;
             state.incarnations(queues)
         };
-        if request.max == 0 || request.lease_ms == Some(0) {
-            return Err(BrokerError::InvalidArgument(
-                "max and lease_ms must be at least 1".into(),
-            ));
-        }
+        request.validate()?;
         let deadline = Instant::now() + Duration::from_millis(request.wait_ms);
         loop {
             // Registered before looking, so a change between the look and
@@ -353,6 +349,7 @@ impl Broker for ModelBroker {
         id: &MessageId,
         lease_ms: Option<u64>,
     ) -> BrokerResult<Delivery> {
+        crate::check_lease_ms(lease_ms)?;
         let (mut state, now) = self.open()?;
         // An unknown queue holds no messages: the message is not found.
         let queue_lease = state
@@ -427,11 +424,7 @@ impl Broker for ModelBroker {
         lease_ms: Option<u64>,
     ) -> BrokerResult<u64> {
         let (mut state, now) = self.open()?;
-        if lease_ms == Some(0) {
-            return Err(BrokerError::InvalidArgument(
-                "lease_ms must be at least 1".into(),
-            ));
-        }
+        crate::check_lease_ms(lease_ms)?;
         let queue_lease = state
             .config(queue)
             .map_err(|_| state::not_found(queue, id))?

@@ -334,3 +334,40 @@ pub async fn queue_push_replaced_whole(b: Arc<dyn Broker>) {
     let (_, info) = s::must(b.put_queue(&q, patch(Some(None))).await, "remove");
     assert_eq!(info.config.push, None);
 }
+
+/// The argument rules live in core and every broker applies them: lease
+/// `max` within 1..=MAX_BATCH, and no zero-length lease in `lease`,
+/// `lease_message` or `extend`. Nothing changes on a refused call.
+pub async fn argument_rules_are_the_same_everywhere(b: Arc<dyn Broker>) {
+    use crate::message::LeaseRequest;
+    let q = s::queue("argument_rules", "q");
+    s::make_queue(&b, &q, 5).await;
+    let out = s::put_now(&b, &q, "m").await;
+    let refused =
+        |r: &crate::BrokerResult<_>| matches!(r, Err(crate::BrokerError::InvalidArgument(_)));
+    for (max, lease_ms) in [(0, None), (crate::MAX_BATCH as u32 + 1, None), (1, Some(0))] {
+        let request = LeaseRequest {
+            max,
+            wait_ms: 0,
+            lease_ms,
+        };
+        let r = b.lease(std::slice::from_ref(&q), request).await.map(|_| ());
+        assert!(refused(&r), "lease max {max} lease_ms {lease_ms:?}: {r:?}");
+    }
+    let r = b.lease_message(&q, &out.id, Some(0)).await.map(|_| ());
+    assert!(refused(&r), "lease_message lease_ms 0: {r:?}");
+    assert_eq!(s::get(&b, &q, &out.id).await.state, MessageState::Ready);
+    let d = s::lease_one(&b, &q, None).await;
+    let r = b.extend(&q, &d.id, &d.lease_id, Some(0)).await.map(|_| ());
+    assert!(refused(&r), "extend lease_ms 0: {r:?}");
+    let full = LeaseRequest {
+        max: crate::MAX_BATCH as u32,
+        wait_ms: 0,
+        lease_ms: None,
+    };
+    s::must(
+        b.lease(std::slice::from_ref(&q), full).await,
+        "max = MAX_BATCH",
+    );
+    s::must(b.ack(&q, &d.id, &d.lease_id).await, "ack");
+}

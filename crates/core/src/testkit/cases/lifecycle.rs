@@ -215,3 +215,26 @@ fn lease_req() -> crate::LeaseRequest {
         lease_ms: None,
     }
 }
+
+/// `reschedule` answers the changed message, also when it moves beyond a
+/// broker's in-memory horizon (api.md: PATCH "returns the message"), and
+/// a read right after agrees with the answer.
+pub async fn reschedule_returns_the_changed_message(b: Arc<dyn Broker>) {
+    let q = s::queue("reschedule_returns_the_changed_message", "q");
+    s::make_queue(&b, &q, 10).await;
+    let out = put(&b, &q, req(Some("m"), Schedule::Delay(1_000), "x")).await;
+    for delay in [3_600_000, 10 * 86_400_000, 2_000] {
+        let before = s::now_ms();
+        let m = s::must(
+            b.reschedule(&q, &out.id, at(Schedule::Delay(delay))).await,
+            "reschedule",
+        );
+        assert!(
+            m.deliver_at >= before + delay && m.deliver_at <= s::now_ms() + delay,
+            "delay {delay}: answered deliver_at {} is not the new one",
+            m.deliver_at
+        );
+        assert_eq!(m.state, MessageState::Scheduled);
+        assert_eq!(get(&b, &q, &out.id).await.deliver_at, m.deliver_at);
+    }
+}
