@@ -122,7 +122,9 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     address = (sys.argv[1], int(sys.argv[2]))
-    tube = f"interop-{os.getpid()}-{int(time.time())}"
+    # Every character beanstalkd allows in a tube name besides letters and
+    # digits: delayd must take any tube name beanstalkd takes.
+    tube = f"interop+/;.$_()-{os.getpid()}-{int(time.time())}"
     with greenstalk.Client(address, use=tube, watch=tube) as c:
         plain, urgent, later = producer_and_peeks(c, tube)
         worker_cycle(c, tube, plain, urgent, later)

@@ -11,23 +11,34 @@ use crate::error::BrokerError;
 /// (beanstalkd's convention); 1024 is beanstalkd's "urgent" threshold too.
 pub const DEFAULT_PRIORITY: u32 = 1024;
 
-/// A queue name: `[A-Za-z0-9._-]{1,128}`, and never `.` or `..` (they would
-/// be ambiguous in URLs and as file names).
+/// A queue name: beanstalkd's tube-name rule, so every beanstalkd tube is
+/// a queue: `[A-Za-z0-9._+/;$()-]{1,200}`, not beginning with `-`, and
+/// never `.` or `..` (they would be ambiguous in URLs; in a URL path a `/`
+/// in a name is sent as `%2F`).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct QueueName(String);
 
 impl QueueName {
-    pub const MAX_LEN: usize = 128;
+    pub const MAX_LEN: usize = 200;
 
     pub fn new(name: impl Into<String>) -> Result<Self, BrokerError> {
         let name = name.into();
-        let valid_chars = name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        let valid_chars = name.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'.' | b'_' | b'-' | b'+' | b'/' | b';' | b'$' | b'(' | b')'
+                )
+        });
         if name.is_empty() || name.len() > Self::MAX_LEN || !valid_chars {
             return Err(BrokerError::InvalidArgument(format!(
-                "queue name must match [A-Za-z0-9._-]{{1,128}}, got {name:?}"
+                "queue name must match [A-Za-z0-9._+/;$()-]{{1,200}}, got {name:?}"
+            )));
+        }
+        if name.starts_with('-') {
+            return Err(BrokerError::InvalidArgument(format!(
+                "queue name must not begin with '-', got {name:?}"
             )));
         }
         if name == "." || name == ".." {
@@ -344,14 +355,21 @@ mod tests {
     #[test]
     fn queue_names() {
         assert!(QueueName::new("orders.v1_x-2").is_ok());
-        assert!(QueueName::new("a".repeat(128)).is_ok());
-        assert!(QueueName::new("a".repeat(129)).is_err());
+        assert!(QueueName::new("a".repeat(200)).is_ok());
+        assert!(QueueName::new("a".repeat(201)).is_err());
+        // beanstalkd's tube-name characters.
+        assert!(QueueName::new("random$test").is_ok());
+        assert!(QueueName::new("a+b/c;d$e(f)g_h.i-j").is_ok());
+        assert!(QueueName::new("-leading-dash").is_err());
+        assert!(QueueName::new("trailing-").is_ok());
         assert!(QueueName::new("").is_err());
         assert!(QueueName::new(".").is_err());
         assert!(QueueName::new("..").is_err());
         assert!(QueueName::new("...").is_ok());
-        assert!(QueueName::new("a/b").is_err());
+        assert!(QueueName::new("a/b").is_ok());
         assert!(QueueName::new("a:b").is_err());
+        assert!(QueueName::new("a b").is_err());
+        assert!(QueueName::new("a{b}").is_err(), "no Redis hash-tag braces");
         assert!(QueueName::new("é").is_err());
     }
 

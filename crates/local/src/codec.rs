@@ -102,7 +102,7 @@ pub(crate) fn decode_record<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Resul
 pub(crate) fn message_key(queue: &QueueName, id: &MessageId) -> Vec<u8> {
     let q = queue.as_str().as_bytes();
     let mut key = Vec::with_capacity(1 + q.len() + id.as_str().len());
-    // Queue names are at most 128 bytes (validated), so the length fits.
+    // Queue names are at most 200 bytes (validated), so the length fits.
     key.push(q.len() as u8);
     key.extend_from_slice(q);
     key.extend_from_slice(id.as_str().as_bytes());
@@ -169,7 +169,7 @@ pub(crate) fn decode_u64(bytes: &[u8]) -> Result<u64, StoreError> {
 /// message key makes `get_by_seq` one point read here plus one in `messages`.
 pub(crate) fn encode_payload(message_key: &[u8], payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(2 + message_key.len() + payload.len());
-    // Message keys are at most 1 + 128 + 256 bytes.
+    // Message keys are at most 1 + 200 + 256 bytes.
     out.extend_from_slice(&(message_key.len() as u16).to_be_bytes());
     out.extend_from_slice(message_key);
     out.extend_from_slice(payload);

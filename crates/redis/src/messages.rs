@@ -253,7 +253,7 @@ impl Inner {
         let entry: Option<String> = self
             .query(redis::cmd("HGET").arg(&bucket).arg(field), false)
             .await?;
-        let Some((queue, id)) = entry.as_deref().and_then(|e| e.split_once('/')) else {
+        let Some((queue, id)) = entry.as_deref().and_then(|e| e.rsplit_once('/')) else {
             return Ok(None);
         };
         let (Ok(queue), Ok(id)) = (QueueName::new(queue), MessageId::new(id)) else {

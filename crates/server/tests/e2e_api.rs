@@ -570,6 +570,40 @@ async fn batch_ack(s: &Server) {
     assert_eq!(r.body["results"][0]["error"]["code"], "message_not_found");
 }
 
+/// Queue names follow beanstalkd's tube-name rule (api.md): `+ / ; $ ( )`
+/// are allowed, a `/` travels as `%2F` in a URL path, and names beginning
+/// with `-` are refused.
+async fn tube_style_queue_names(s: &Server) {
+    let r = s
+        .call("PUT", "/v1/queues/jobs%2Fnightly+$(x);v1", None)
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["name"], "jobs/nightly+$(x);v1");
+    let r = enqueue(
+        s,
+        "jobs%2Fnightly+$(x);v1",
+        json!({"id": "m", "payload": "x"}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let got = lease(s, "jobs%2Fnightly+$(x);v1", json!({"max": 1})).await;
+    assert_eq!(got.len(), 1);
+    let r = s.call("GET", "/v1/queues", None).await;
+    assert!(r.body["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|q| q["name"] == "jobs/nightly+$(x);v1"));
+    let r = s.call("PUT", "/v1/queues/-dash", None).await;
+    assert_eq!(
+        (r.status, r.body["error"]["code"].clone()),
+        (400, json!("invalid_argument"))
+    );
+    let long = "q".repeat(201);
+    let r = s.call("PUT", &format!("/v1/queues/{long}"), None).await;
+    assert_eq!(r.status, 400, "201 bytes");
+}
+
 macro_rules! cases {
     ($broker:ident: $($case:ident),* $(,)?) => {
         mod $broker {
@@ -592,8 +626,8 @@ macro_rules! cases {
 
 cases!(model_broker: queues_crud, push_secret_is_never_returned, enqueue_get_cancel,
     batch_with_a_bad_item, patch_in_each_state, lease_ack_nack_extend, dead_paging_and_redrive,
-    long_poll_returns_when_due, operations, batch_ack);
+    long_poll_returns_when_due, operations, batch_ack, tube_style_queue_names);
 
 cases!(local_broker: queues_crud, push_secret_is_never_returned, enqueue_get_cancel,
     batch_with_a_bad_item, patch_in_each_state, lease_ack_nack_extend, dead_paging_and_redrive,
-    long_poll_returns_when_due, operations, batch_ack);
+    long_poll_returns_when_due, operations, batch_ack, tube_style_queue_names);

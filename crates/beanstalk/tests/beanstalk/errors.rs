@@ -34,8 +34,7 @@ async fn unknown_command_and_bad_format() {
     ] {
         assert_eq!(c.cmd(bad).await, "BAD_FORMAT", "{bad:?}");
     }
-    // Names beanstalkd allows but queue names do not.
-    assert_eq!(c.cmd("use a+b").await, "BAD_FORMAT");
+    assert_eq!(c.cmd("use -dash-first").await, "BAD_FORMAT");
     // The connection is still in step.
     assert_eq!(c.cmd("list-tube-used").await, "USING default");
 }
@@ -277,5 +276,33 @@ async fn a_client_that_does_not_read_stalls_only_itself() {
     for _ in 0..300 {
         assert_eq!(slow.line().await, "FOUND 1 60000");
         assert_eq!(slow.body(60_000).await.len(), 60_000);
+    }
+}
+
+/// Every tube name beanstalkd accepts is a queue (protocol.txt, "Tubes"):
+/// letters, digits and `- + / ; . $ _ ( )`, up to 200 bytes, not beginning
+/// with `-`. A PHP client's own test uses `random$test`.
+#[tokio::test]
+async fn every_beanstalkd_tube_name_works() {
+    let server = start().await;
+    let mut c = Client::connect(server.addr).await;
+    let long = "t".repeat(200);
+    for tube in [
+        "random$test",
+        "a+b/c;d.e$f_g(h)i-j",
+        "trailing-",
+        long.as_str(),
+    ] {
+        assert_eq!(c.cmd(&format!("use {tube}")).await, format!("USING {tube}"));
+        assert_eq!(c.cmd(&format!("watch {tube}")).await, "WATCHING 2");
+        let id = c.put(1, 0, 60, "x").await;
+        assert_eq!(
+            c.stat(&format!("stats-job {id}"), "tube").await,
+            format!("\"{tube}\"")
+        );
+        let (_, got, _) = c.job("reserve-with-timeout 0").await.expect("reserved");
+        assert_eq!(got, id);
+        assert_eq!(c.cmd(&format!("delete {id}")).await, "DELETED");
+        assert_eq!(c.cmd(&format!("ignore {tube}")).await, "WATCHING 1");
     }
 }
