@@ -3,14 +3,11 @@
 //!
 //! A call changes memory under the state lock and adds its writes to the
 //! open group (`State::absorb`), taking the group's number as its ticket.
-//! Two threads form a pipeline. The commit thread closes the open group
-//! under the same lock (so the groups follow state-change order), keeps it
-//! readable as the group in flight, and writes it to the engine as one
-//! batch outside the lock. The sync thread then hands the journal to the
-//! OS, fsyncs it once for every group written so far, and publishes
-//! "durable up to group `g`": every caller whose ticket is `<= g` returns.
-//! The next group's engine batch is written while the previous one's fsync
-//! runs. Calls that
+//! The sync thread closes the open group under the same lock (so the
+//! groups follow state-change order), writes it to the engine as one
+//! batch in that lock hold (so engine reads never miss a closed group),
+//! releases the lock, fsyncs the journal once, and publishes "durable up
+//! to group `g`": every caller whose ticket is `<= g` returns. Calls that
 //! arrive during an fsync form the next group, so the number of engine
 //! batches and fsyncs per second is bounded by the disk, not by the
 //! callers, and a key many calls of a group touch (a queue's record, the
@@ -82,25 +79,11 @@ struct Durable {
     failed: Option<String>,
 }
 
-/// Groups the commit thread has written to the engine, for the sync
-/// thread.
-#[derive(Default)]
-struct Written {
-    /// Highest group in the engine.
-    upto: u64,
-    /// Engine writes since the sync thread last looked (metrics).
-    ops: usize,
-    /// The commit thread has ended: sync what is written and end too.
-    closed: bool,
-}
-
 struct Shared {
     cell: Arc<StateCell>,
     store: Arc<Store>,
     stop: AtomicBool,
     durable: watch::Sender<Durable>,
-    written: Mutex<Written>,
-    written_wake: Condvar,
     groups: AtomicU64,
     fsyncs: AtomicU64,
 }
@@ -108,7 +91,7 @@ struct Shared {
 pub(crate) struct Syncer {
     shared: Arc<Shared>,
     durability: Durability,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Syncer {
@@ -123,34 +106,23 @@ impl Syncer {
             store,
             stop: AtomicBool::new(false),
             durable: watch::channel(Durable::default()).0,
-            written: Mutex::new(Written::default()),
-            written_wake: Condvar::new(),
             groups: AtomicU64::new(0),
             fsyncs: AtomicU64::new(0),
         });
-        let committer = Arc::clone(&shared);
-        let syncer = Arc::clone(&shared);
-        let threads: Vec<_> = [
-            std::thread::Builder::new()
-                .name("delayd-commit".into())
-                .spawn(move || commit_loop(&committer, durability)),
-            std::thread::Builder::new()
-                .name("delayd-sync".into())
-                .spawn(move || sync_loop(&syncer, &dir, durability)),
-        ]
-        .into_iter()
-        .filter_map(Result::ok)
-        .collect();
-        if threads.len() < 2 {
+        let thread_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("delayd-sync".into())
+            .spawn(move || sync_loop(&thread_shared, &dir, durability))
+            .ok();
+        if thread.is_none() {
             shared.durable.send_modify(|d| {
-                d.failed = Some("cannot start the commit and sync threads".into());
+                d.failed = Some("cannot start the sync thread".into());
             });
-            close_written(&shared);
         }
         Self {
             shared,
             durability,
-            threads: Mutex::new(threads),
+            thread: Mutex::new(thread),
         }
     }
 
@@ -192,19 +164,17 @@ impl Syncer {
         }
     }
 
-    /// Makes everything absorbed durable and stops the threads.
+    /// Makes everything absorbed durable and stops the thread.
     pub fn stop(&self) {
         {
             let _state = self.shared.cell.lock();
             self.shared.stop.store(true, Ordering::SeqCst);
             self.shared.cell.sync_wake.notify_all();
         }
-        // The commit thread first: it writes the last group, then closes
-        // the sync thread's input.
-        let threads = std::mem::take(&mut *lock(&self.threads));
-        for thread in threads {
+        let thread = lock(&self.thread).take();
+        if let Some(thread) = thread {
             if thread.join().is_err() {
-                tracing::error!("delayd commit or sync thread panicked");
+                tracing::error!("delayd sync thread panicked");
             }
         }
     }
@@ -229,93 +199,51 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The commit thread: closes groups and writes them to the engine.
-fn commit_loop(shared: &Shared, durability: Durability) {
-    loop {
-        let mut state = wait_for_group(shared, durability);
-        let failed = shared.durable.borrow().failed.is_some();
-        if failed || (!state.sync_needed && shared.stop.load(Ordering::SeqCst)) {
-            drop(state);
-            close_written(shared);
-            return;
-        }
-        if !state.sync_needed {
-            continue;
-        }
-        let (group, set) = match state.take_group() {
-            Ok(taken) => taken,
-            Err(e) => {
-                drop(state);
-                fail(shared, &e.to_string());
-                close_written(shared);
-                return;
-            }
-        };
-        // The group is written outside the state lock (calls go on
-        // meanwhile), holding the engine write lock, taken before the
-        // state lock is released so that no scan's flush overtakes it.
-        let set = Arc::new(set);
-        state.committing = Some(Arc::clone(&set));
-        let writer = shared.store.lock_writer();
-        drop(state);
-        if let Err(e) = shared.store.commit_with(&set, &writer) {
-            drop(writer);
-            fail(shared, &e.to_string());
-            close_written(shared);
-            return;
-        }
-        drop(writer);
-        shared.groups.fetch_add(1, Ordering::Relaxed);
-        let mut written = lock(&shared.written);
-        written.upto = group;
-        written.ops += set.len();
-        shared.written_wake.notify_one();
-    }
-}
-
-fn close_written(shared: &Shared) {
-    lock(&shared.written).closed = true;
-    shared.written_wake.notify_one();
-}
-
-/// The sync thread: makes what the commit thread wrote durable, one fsync
-/// for every group written since the last one.
 fn sync_loop(shared: &Shared, dir: &Path, durability: Durability) {
     let mut journal = JournalSync::new(dir);
-    let mut synced = 0;
     loop {
-        let (upto, ops, closed) = {
-            let mut written = lock(&shared.written);
-            while written.upto <= synced && !written.closed {
-                written = shared
-                    .written_wake
-                    .wait(written)
-                    .unwrap_or_else(|e| e.into_inner());
+        let stop;
+        let group = {
+            let mut state = wait_for_group(shared, durability);
+            stop = shared.stop.load(Ordering::SeqCst);
+            if !state.sync_needed {
+                if stop {
+                    // Nothing open; still make the engine's own buffers
+                    // durable on the way out.
+                    drop(state);
+                    let _ = persist(shared, &mut journal, PersistMode::SyncAll, 0);
+                    return;
+                }
+                continue;
             }
-            (
-                written.upto,
-                std::mem::take(&mut written.ops),
-                written.closed,
-            )
+            let (group, set) = match state.take_group() {
+                Ok(taken) => taken,
+                Err(e) => return fail(shared, &e.to_string()),
+            };
+            // The group is written outside the state lock (calls go on
+            // meanwhile), holding the engine write lock, taken before the
+            // state lock is released so that no scan's flush overtakes it.
+            let set = Arc::new(set);
+            state.committing = Some(Arc::clone(&set));
+            let writer = shared.store.lock_writer();
+            drop(state);
+            if let Err(e) = shared.store.commit_with(&set, &writer) {
+                return fail(shared, &e.to_string());
+            }
+            (group, set.len())
         };
-        if shared.durable.borrow().failed.is_some() {
-            return;
-        }
+        shared.groups.fetch_add(1, Ordering::Relaxed);
         let mode = match durability {
-            // The way out: the engine's own buffers too, in every mode.
-            _ if closed => PersistMode::SyncAll,
+            _ if stop => PersistMode::SyncAll,
             Durability::Never => PersistMode::Buffer,
             _ => PersistMode::SyncAll,
         };
-        if upto > synced || closed {
-            if let Err(reason) = persist(shared, &mut journal, mode, ops) {
-                shared.durable.send_modify(|d| d.failed = Some(reason));
-                return;
-            }
-            synced = upto;
-            shared.durable.send_modify(|d| d.upto = upto);
+        if let Err(reason) = persist(shared, &mut journal, mode, group.1) {
+            shared.durable.send_modify(|d| d.failed = Some(reason));
+            return;
         }
-        if closed {
+        shared.durable.send_modify(|d| d.upto = group.0);
+        if stop {
             return;
         }
     }
