@@ -478,98 +478,6 @@ async fn operations(s: &Server) {
     assert!(r.body["components"]["schemas"]["EnqueueBody"].is_object());
 }
 
-/// `POST /v1/queues/{queue}/acks`: each item acked exactly as the single
-/// ack would be and failing on its own; a malformed request (too many
-/// items, an item without `lease_id`) is 400 and acks nothing.
-async fn batch_ack(s: &Server) {
-    let r = s
-        .call(
-            "PUT",
-            "/v1/queues/acks",
-            Some(json!({"retry": {"initial_ms": 5000}})),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.body);
-    for id in ["a", "b", "c"] {
-        let r = enqueue(s, "acks", json!({"id": id, "payload": id})).await;
-        assert_eq!(r.status, 201, "{}", r.body);
-    }
-    let leased = lease(s, "acks", json!({"max": 3})).await;
-    assert_eq!(leased.len(), 3);
-    let lease_of = |id: &str| {
-        leased.iter().find(|m| m["id"] == id).unwrap()["lease_id"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
-    // c's lease expires: re-leased under a new lease below.
-    let r = s
-        .call(
-            "POST",
-            "/v1/queues/acks/messages/c/extend",
-            Some(json!({"lease_id": lease_of("c"), "lease_ms": 1})),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    tokio::time::sleep(Duration::from_millis(30)).await;
-
-    // Malformed requests change nothing.
-    let too_many: Vec<Value> = (0..1001)
-        .map(|_| json!({"id": "a", "lease_id": lease_of("a")}))
-        .collect();
-    let r = s
-        .call(
-            "POST",
-            "/v1/queues/acks/acks",
-            Some(json!({"acks": too_many})),
-        )
-        .await;
-    assert_eq!(
-        (r.status, r.body["error"]["code"].clone()),
-        (400, json!("invalid_argument"))
-    );
-    let missing = json!({"acks": [{"id": "a", "lease_id": lease_of("a")}, {"id": "b"}]});
-    let r = s.call("POST", "/v1/queues/acks/acks", Some(missing)).await;
-    assert_eq!(r.status, 400, "{}", r.body);
-    let r = s.call("GET", "/v1/queues/acks/messages/a", None).await;
-    assert_eq!(
-        (r.status, r.body["state"].clone()),
-        (200, json!("leased")),
-        "a not acked"
-    );
-
-    let body = json!({"acks": [
-        {"id": "a", "lease_id": lease_of("a")},
-        {"id": "nobody", "lease_id": "x"},
-        {"id": "c", "lease_id": lease_of("c")},
-        {"id": "not a valid id!", "lease_id": "x"},
-        {"id": "b", "lease_id": lease_of("b")},
-    ]});
-    let r = s.call("POST", "/v1/queues/acks/acks", Some(body)).await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(
-        r.body,
-        json!({"results": [
-            {"id": "a", "acked": true},
-            {"id": "nobody", "error": {"code": "message_not_found", "message": r.body["results"][1]["error"]["message"]}},
-            {"id": "c", "error": {"code": "lease_mismatch", "message": r.body["results"][2]["error"]["message"]}},
-            {"id": "not a valid id!", "error": {"code": "message_not_found", "message": r.body["results"][3]["error"]["message"]}},
-            {"id": "b", "acked": true},
-        ]})
-    );
-    for (id, status) in [("a", 404), ("b", 404), ("c", 200)] {
-        let r = s
-            .call("GET", &format!("/v1/queues/acks/messages/{id}"), None)
-            .await;
-        assert_eq!(r.status, status, "{id}: {}", r.body);
-    }
-    // An unknown queue: every item is message_not_found.
-    let body = json!({"acks": [{"id": "a", "lease_id": "x"}]});
-    let r = s.call("POST", "/v1/queues/nowhere/acks", Some(body)).await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(r.body["results"][0]["error"]["code"], "message_not_found");
-}
-
 /// Queue names follow beanstalkd's tube-name rule (api.md): `+ / ; $ ( )`
 /// are allowed, a `/` travels as `%2F` in a URL path, and names beginning
 /// with `-` are refused.
@@ -626,8 +534,8 @@ macro_rules! cases {
 
 cases!(model_broker: queues_crud, push_secret_is_never_returned, enqueue_get_cancel,
     batch_with_a_bad_item, patch_in_each_state, lease_ack_nack_extend, dead_paging_and_redrive,
-    long_poll_returns_when_due, operations, batch_ack, tube_style_queue_names);
+    long_poll_returns_when_due, operations, tube_style_queue_names);
 
 cases!(local_broker: queues_crud, push_secret_is_never_returned, enqueue_get_cancel,
     batch_with_a_bad_item, patch_in_each_state, lease_ack_nack_extend, dead_paging_and_redrive,
-    long_poll_returns_when_due, operations, batch_ack, tube_style_queue_names);
+    long_poll_returns_when_due, operations, tube_style_queue_names);
