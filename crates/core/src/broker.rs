@@ -211,7 +211,7 @@ pub trait Broker: Send + Sync + 'static {
                         lease_ms,
                     };
                     let leased = self.lease(&queues, request).await;
-                    stop = leased.as_ref().map_or(true, |got| got.len() < max as usize);
+                    stop = crate::pipeline::stops_after_lease(&leased, max);
                     PipelinedResult::Leased(leased)
                 }
                 PipelinedCall::Ack { queue, id, lease } => {

@@ -83,7 +83,7 @@ impl State {
                 let leased = request
                     .validate()
                     .and_then(|()| self.lease_now(store, &queues, max, lease_ms, now, tx));
-                let stop = leased.as_ref().map_or(true, |got| got.len() < max as usize);
+                let stop = delayd_core::pipeline::stops_after_lease(&leased, max);
                 (R::Leased(leased), stop)
             }
             C::Ack { queue, id, lease } => {

@@ -4,6 +4,33 @@
 
 use crate::common::{start, start_local, Client, TestServer};
 
+/// Each case as two tests, over the ModelBroker and the LocalBroker.
+macro_rules! over_both_brokers {
+    ($($case:ident),* $(,)?) => {
+        $(
+            mod $case {
+                #[tokio::test]
+                async fn model() {
+                    super::$case(super::start().await).await;
+                }
+
+                #[tokio::test]
+                async fn local() {
+                    super::$case(super::start_local().await).await;
+                }
+            }
+        )*
+    };
+}
+
+over_both_brokers!(
+    reserves_in_priority_order,
+    deletes_mixed_with_other_jobs,
+    waiting_reserves_get_later_jobs,
+    held_job_commands_in_one_write,
+    commands_sent_during_a_wait_run_after_it,
+);
+
 /// Reads a `RESERVED <id> <bytes>` reply and its body; returns the id.
 async fn reserved(c: &mut Client) -> u64 {
     let line = c.line().await;
@@ -64,36 +91,6 @@ async fn waiting_reserves_get_later_jobs(server: TestServer) {
     assert_eq!(worker.cmd(&format!("delete {first}")).await, "DELETED");
 }
 
-#[tokio::test]
-async fn reserves_in_priority_order_model() {
-    reserves_in_priority_order(start().await).await;
-}
-
-#[tokio::test]
-async fn reserves_in_priority_order_local() {
-    reserves_in_priority_order(start_local().await).await;
-}
-
-#[tokio::test]
-async fn deletes_mixed_with_other_jobs_model() {
-    deletes_mixed_with_other_jobs(start().await).await;
-}
-
-#[tokio::test]
-async fn deletes_mixed_with_other_jobs_local() {
-    deletes_mixed_with_other_jobs(start_local().await).await;
-}
-
-#[tokio::test]
-async fn waiting_reserves_get_later_jobs_model() {
-    waiting_reserves_get_later_jobs(start().await).await;
-}
-
-#[tokio::test]
-async fn waiting_reserves_get_later_jobs_local() {
-    waiting_reserves_get_later_jobs(start_local().await).await;
-}
-
 /// Worker commands on held jobs in one write, one naming a job twice:
 /// each reply is what the commands give one by one.
 async fn held_job_commands_in_one_write(server: TestServer) {
@@ -129,16 +126,6 @@ async fn held_job_commands_in_one_write(server: TestServer) {
     assert_eq!(c.stat(&format!("stats-job {b}"), "state").await, "buried");
 }
 
-#[tokio::test]
-async fn held_job_commands_in_one_write_model() {
-    held_job_commands_in_one_write(start().await).await;
-}
-
-#[tokio::test]
-async fn held_job_commands_in_one_write_local() {
-    held_job_commands_in_one_write(start_local().await).await;
-}
-
 /// What a client pipelines while a reserve waits is read during the wait
 /// and must run right after it, without more input arriving.
 async fn commands_sent_during_a_wait_run_after_it(server: TestServer) {
@@ -157,14 +144,4 @@ async fn commands_sent_during_a_wait_run_after_it(server: TestServer) {
     assert_eq!(reserved(&mut worker).await, second);
     assert_eq!(worker.line().await, "DELETED");
     assert_eq!(worker.line().await, "TIMED_OUT");
-}
-
-#[tokio::test]
-async fn commands_sent_during_a_wait_run_after_it_model() {
-    commands_sent_during_a_wait_run_after_it(start().await).await;
-}
-
-#[tokio::test]
-async fn commands_sent_during_a_wait_run_after_it_local() {
-    commands_sent_during_a_wait_run_after_it(start_local().await).await;
 }
