@@ -56,6 +56,11 @@ pub struct StoreStats {
     pub waiting_leases: u64,
 }
 
+/// Writes the open commit group may hold before callers wait for it to be
+/// written (backpressure; a few MB of keys and values, which the allocator
+/// may keep as resident memory after the group is freed).
+pub(crate) const MAX_PENDING_OPS: usize = 16_384;
+
 pub(crate) struct Inner {
     cell: Arc<StateCell>,
     pub store: Arc<Store>,
@@ -309,16 +314,27 @@ impl Inner {
         change: impl FnOnce(&mut State, &Store, u64, &mut Tx) -> BrokerResult<T>,
     ) -> BrokerResult<T> {
         self.check_writable()?;
-        let (out, ticket) = {
+        let (out, ticket, backlog) = {
             let mut state = self.lock_state();
             let now = self.clock.now_ms();
             let mut tx = Tx::default();
             let out = change(&mut state, &self.store, now, &mut tx);
             let ticket = self.absorb_locked(&mut state, tx, now);
-            (out, ticket)
+            (out, ticket, state.pending.len())
         };
-        self.syncer.wait(ticket).await?;
+        self.wait_for(ticket, backlog).await?;
         out
+    }
+
+    /// Waits as the durability mode promises; and, whatever the mode,
+    /// until the group is written when the open group has grown past
+    /// [`MAX_PENDING_OPS`]: without `Always`'s waits, producers faster than
+    /// the engine would otherwise grow it (and memory) without bound.
+    pub async fn wait_for(&self, ticket: u64, backlog: usize) -> BrokerResult<()> {
+        if backlog > MAX_PENDING_OPS {
+            self.syncer.wait_written(ticket).await;
+        }
+        self.syncer.wait(ticket).await
     }
 
     pub fn read<T>(

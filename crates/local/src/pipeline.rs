@@ -142,7 +142,7 @@ impl Inner {
         let mut results = Vec::with_capacity(calls.len());
         let refused = self.check_writable().err();
         let mut ticket = 0;
-        {
+        let backlog = {
             let mut state = self.lock_state();
             let now = self.clock.now_ms();
             while let Some(call) = calls.pop_front() {
@@ -166,10 +166,11 @@ impl Inner {
                     break;
                 }
             }
-        }
+            state.pending.len()
+        };
         let failed = match refused {
             Some(error) => Some(error),
-            None => self.syncer.wait(ticket).await.err(),
+            None => self.wait_for(ticket, backlog).await.err(),
         };
         if let Some(error) = failed {
             all_failed(&mut results, &error);

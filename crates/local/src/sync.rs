@@ -164,6 +164,20 @@ impl Syncer {
         }
     }
 
+    /// Returns once group `ticket` has been written to the engine and
+    /// handed to the OS (fsynced with `Always`), in every durability mode:
+    /// the backpressure of `Interval` and `Never` callers when the open
+    /// group grows large (see `MAX_PENDING_OPS`).
+    pub async fn wait_written(&self, ticket: u64) {
+        if self.shared.durable.borrow().upto >= ticket {
+            return;
+        }
+        let mut rx = self.shared.durable.subscribe();
+        let _ = rx
+            .wait_for(|d| d.upto >= ticket || d.failed.is_some())
+            .await;
+    }
+
     /// Makes everything absorbed durable and stops the thread.
     pub fn stop(&self) {
         {
@@ -229,6 +243,16 @@ fn sync_loop(shared: &Shared, dir: &Path, durability: Durability) {
             drop(state);
             if let Err(e) = shared.store.commit_with(&set, &writer) {
                 return fail(shared, &e.to_string());
+            }
+            drop(writer);
+            // The engine has it now: stop holding the group's memory.
+            let mut state = shared.cell.lock();
+            if state
+                .committing
+                .as_ref()
+                .is_some_and(|committing| Arc::ptr_eq(committing, &set))
+            {
+                state.committing = None;
             }
             (group, set.len())
         };
