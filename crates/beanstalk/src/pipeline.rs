@@ -71,7 +71,7 @@ impl Session {
         segment: &mut Segment,
         command: Command,
     ) -> Result<(), Command> {
-        let (call, step) = match command {
+        let seq = match &command {
             Command::Put { .. } => return self.push_put(segment, command),
             Command::Reserve | Command::ReserveWithTimeout(_) => {
                 return self.push_reserve(segment, command)
@@ -79,17 +79,18 @@ impl Session {
             Command::Delete(seq)
             | Command::Touch(seq)
             | Command::Release { id: seq, .. }
-            | Command::Bury { id: seq, .. }
-                if !self.holds(seq) || segment.named.contains(&seq) =>
-            {
-                return Err(command)
-            }
-            Command::Delete(seq) => {
-                let (queue, id, lease) = self.held_call(seq);
-                (PipelinedCall::Ack { queue, id, lease }, Step::Delete(seq))
-            }
-            Command::Touch(seq) => {
-                let (queue, id, lease) = self.held_call(seq);
+            | Command::Bury { id: seq, .. } => *seq,
+            _ => return Err(command),
+        };
+        let held = self
+            .held_lease(seq)
+            .filter(|_| !segment.named.contains(&seq));
+        let Some((queue, id, lease)) = held else {
+            return Err(command);
+        };
+        let (call, step) = match command {
+            Command::Delete(_) => (PipelinedCall::Ack { queue, id, lease }, Step::Delete(seq)),
+            Command::Touch(_) => {
                 let call = PipelinedCall::Extend {
                     queue,
                     id,
@@ -98,12 +99,7 @@ impl Session {
                 };
                 (call, Step::Touch(seq))
             }
-            Command::Release {
-                id: seq,
-                pri,
-                delay,
-            } => {
-                let (queue, id, lease) = self.held_call(seq);
+            Command::Release { pri, delay, .. } => {
                 let nack = Nack {
                     delay_ms: Some(u64::from(delay) * 1000),
                     priority: Some(pri),
@@ -117,8 +113,7 @@ impl Session {
                 };
                 (call, Step::Release(seq))
             }
-            Command::Bury { id: seq, pri } => {
-                let (queue, id, lease) = self.held_call(seq);
+            Command::Bury { pri, .. } => {
                 let call = PipelinedCall::Bury {
                     queue,
                     id,
@@ -154,17 +149,15 @@ impl Session {
         self.count_command(&command);
     }
 
-    /// Whether this connection holds `seq` (a reservation not yet run out).
-    fn holds(&self, seq: u64) -> bool {
+    /// The lease of `seq` if this connection holds it (a reservation not
+    /// yet run out).
+    fn held_lease(
+        &self,
+        seq: u64,
+    ) -> Option<(QueueName, delayd_core::MessageId, delayd_core::LeaseId)> {
         let now = self.now_ms();
-        self.held
-            .get(&seq)
-            .is_some_and(|held| held.lease_until > now)
-    }
-
-    fn held_call(&self, seq: u64) -> (QueueName, delayd_core::MessageId, delayd_core::LeaseId) {
-        let held = &self.held[&seq];
-        (held.queue.clone(), held.id.clone(), held.lease.clone())
+        let held = self.held.get(&seq).filter(|held| held.lease_until > now)?;
+        Some((held.queue.clone(), held.id.clone(), held.lease.clone()))
     }
 
     fn push_put(&mut self, segment: &mut Segment, command: Command) -> Result<(), Command> {
