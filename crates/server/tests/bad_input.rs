@@ -324,7 +324,7 @@ fn cases(acked_lease: &str) -> Vec<Case> {
         case(
             "overlong queue name",
             "PUT",
-            &format!("/v1/queues/{}", "q".repeat(129)),
+            &format!("/v1/queues/{}", "q".repeat(201)),
             "",
             400,
             "invalid_argument",
