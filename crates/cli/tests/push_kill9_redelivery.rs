@@ -23,6 +23,11 @@ struct Receiver {
     received: Mutex<Vec<(String, u64)>>,
     /// (delayd-id, delayd-attempt), recorded just before answering 200.
     answered: Mutex<Vec<(String, u64)>>,
+    /// Bumped just before the server is killed: a request that arrived
+    /// before is never answered 200 (its server is gone), so "received but
+    /// not answered" after the kill is exactly what was in flight, however
+    /// long the kill takes on a loaded machine.
+    epoch: std::sync::atomic::AtomicU64,
 }
 
 async fn hook(State(receiver): State<Arc<Receiver>>, headers: HeaderMap) -> StatusCode {
@@ -38,6 +43,7 @@ async fn hook(State(receiver): State<Arc<Receiver>>, headers: HeaderMap) -> Stat
     let Ok(attempt) = attempt.parse::<u64>() else {
         return StatusCode::BAD_REQUEST;
     };
+    let epoch = receiver.epoch.load(std::sync::atomic::Ordering::SeqCst);
     receiver
         .received
         .lock()
@@ -45,6 +51,9 @@ async fn hook(State(receiver): State<Arc<Receiver>>, headers: HeaderMap) -> Stat
         .push((id.clone(), attempt));
     // Slow, so that deliveries are in flight when the server is killed.
     tokio::time::sleep(Duration::from_millis(300)).await;
+    if receiver.epoch.load(std::sync::atomic::Ordering::SeqCst) != epoch {
+        return StatusCode::SERVICE_UNAVAILABLE;
+    }
     receiver.answered.lock().unwrap().push((id, attempt));
     StatusCode::OK
 }
@@ -136,6 +145,9 @@ async fn push_deliveries_in_flight_at_sigkill_are_redelivered() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    receiver
+        .epoch
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     server.kill9();
     // Taken after the process is gone: an entry received but not answered
     // now was never answered to the killed server, so it cannot have been
