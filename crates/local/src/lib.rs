@@ -20,11 +20,12 @@
 //!   commit group to the engine as one batch and fsyncs it.
 //! - [`error`]: [`OpenError`], [`StoreError`].
 //!
-//! Architecture invariants: the store is written only under the state lock
-//! (whole commit groups, by the sync thread, or the open group before a
-//! scan), so commit order is state-change order; every write is either in
-//! the engine or in the open group, and reads of the engine look in the
-//! open group first; a call that changes state returns
+//! Architecture invariants: the store is written only in whole commit
+//! groups closed under the state lock (by the sync thread, or the open
+//! group flushed before a scan), one writer at a time behind the engine
+//! write lock, so commit order is state-change order; every write is in the
+//! open group, the group in flight or the engine, and reads look there in
+//! that order; a call that changes state returns
 //! only after its commit is as durable as [`Durability`] promises; a
 //! scheduled message is in memory if and only if it is below the horizon
 //! watermark; nothing fires before the injected wall clock reaches its

@@ -4,10 +4,11 @@
 //! A call changes memory under the state lock and adds its writes to the
 //! open group (`State::absorb`), taking the group's number as its ticket.
 //! The sync thread closes the open group under the same lock (so the
-//! groups follow state-change order), writes it to the engine as one
-//! batch in that lock hold (so engine reads never miss a closed group),
-//! releases the lock, fsyncs the journal once, and publishes "durable up
-//! to group `g`": every caller whose ticket is `<= g` returns. Calls that
+//! groups follow state-change order) and keeps it readable as the group in
+//! flight, writes it to the engine as one batch outside the lock (holding
+//! the engine write lock, so no scan's flush overtakes it), fsyncs the
+//! journal once, and publishes "durable up to group `g`": every caller
+//! whose ticket is `<= g` returns. Calls that
 //! arrive during an fsync form the next group, so the number of engine
 //! batches and fsyncs per second is bounded by the disk, not by the
 //! callers, and a key many calls of a group touch (a queue's record, the
