@@ -26,38 +26,40 @@ pub(crate) enum Space {
     Pinned,
 }
 
-/// The writes of one broker call. Keyed, so that a call touching a key
-/// twice writes it once (a fjall batch gives all its items one seqno, so
-/// duplicates inside one batch must not happen).
+/// The writes of one broker call (or one commit group). Keyed, so that a
+/// key touched twice is written once (a fjall batch gives all its items one
+/// seqno, so duplicates inside one batch must not happen). One map per
+/// keyspace, so that a read looks a key up by `&[u8]` without building an
+/// owned key (reads of the open group happen per delivery).
 #[derive(Default)]
 pub(crate) struct WriteSet {
-    ops: BTreeMap<(Space, Vec<u8>), Option<Vec<u8>>>,
+    ops: BTreeMap<Space, BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
 }
 
 impl WriteSet {
     pub fn put(&mut self, space: Space, key: impl Into<Vec<u8>>, value: Vec<u8>) {
-        self.ops.insert((space, key.into()), Some(value));
+        self.ops
+            .entry(space)
+            .or_default()
+            .insert(key.into(), Some(value));
     }
 
     pub fn delete(&mut self, space: Space, key: impl Into<Vec<u8>>) {
-        self.ops.insert((space, key.into()), None);
+        self.ops.entry(space).or_default().insert(key.into(), None);
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
+        self.ops.values().all(BTreeMap::is_empty)
     }
 
     pub fn len(&self) -> usize {
-        self.ops.len()
+        self.ops.values().map(BTreeMap::len).sum()
     }
 
     /// The pending write of a key: `Some(Some(value))` put, `Some(None)`
     /// deleted, `None` untouched (read the engine).
     pub fn get(&self, space: Space, key: &[u8]) -> Option<Option<&[u8]>> {
-        // BTreeMap keys are owned tuples; the lookup key must be too.
-        self.ops
-            .get(&(space, key.to_vec()))
-            .map(|value| value.as_deref())
+        self.ops.get(&space)?.get(key).map(|value| value.as_deref())
     }
 
     /// Adds a later set's writes: for a key both touch, the later one wins,
@@ -65,8 +67,10 @@ impl WriteSet {
     pub fn merge(&mut self, later: WriteSet) {
         if self.ops.is_empty() {
             self.ops = later.ops;
-        } else {
-            self.ops.extend(later.ops);
+            return;
+        }
+        for (space, writes) in later.ops {
+            self.ops.entry(space).or_default().extend(writes);
         }
     }
 
@@ -225,10 +229,13 @@ impl Store {
             return Ok(());
         }
         let mut batch = self.db.batch();
-        for ((space, key), value) in &set.ops {
-            match value {
-                Some(value) => batch.insert(self.space(*space), key.as_slice(), value.as_slice()),
-                None => batch.remove(self.space(*space), key.as_slice()),
+        for (space, writes) in &set.ops {
+            let keyspace = self.space(*space);
+            for (key, value) in writes {
+                match value {
+                    Some(value) => batch.insert(keyspace, key.as_slice(), value.as_slice()),
+                    None => batch.remove(keyspace, key.as_slice()),
+                }
             }
         }
         batch.commit()?;
