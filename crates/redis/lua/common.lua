@@ -1,10 +1,15 @@
--- Prepended to every delayd script. One queue shard per call: every key
--- lives under the shard's hash tag, so the script is atomic on a single
--- Redis and on one Redis Cluster slot.
+-- The shared part of delayd's function library (src/scripts.rs wraps each
+-- lua/<op>.lua body in a function after it and registers it). One queue
+-- shard per call: every key lives under the shard's hash tag, so a call is
+-- atomic on a single Redis and on one Redis Cluster slot.
 --
 -- KEYS: 1 cfg (hash), 2 sched (zset), 3 ready (zset), 4 lease (zset),
 --       5 dead (zset), 6 msg (hash: id -> packed record).
--- ARGV: 1 unused, 2 now (epoch ms), 3 jitter seed, 4.. script's.
+-- ARGV: 1 unused, 2 now (epoch ms), 3 jitter seed, 4.. the function's.
+-- Functions get keys and args as parameters, not as globals (a library may
+-- not create globals): `bind` stores them in these chunk-level locals,
+-- which every body reads as upvalues. Calls never interleave, so one set
+-- of upvalues per library is safe.
 --
 -- Records: one msgpack array per message (see STORED for the order), the
 -- value of field `id` in the shard's `msg` hash: no key per message.
@@ -13,9 +18,12 @@
 -- big endian), so equal scores order by seq. ready uses score = priority
 -- and member `da8 .. seq8 .. id`, so equal priorities order by
 -- (deliver_at, seq) bytewise, exactly (no packing into a double).
-local K_CFG, K_SCHED, K_READY, K_LEASE, K_DEAD, K_MSG = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local NOW = tonumber(ARGV[2])
-local SEED = tonumber(ARGV[3])
+local KEYS, ARGV, K_CFG, K_SCHED, K_READY, K_LEASE, K_DEAD, K_MSG, NOW, SEED
+local function bind(keys, args)
+  KEYS, ARGV = keys, args
+  K_CFG, K_SCHED, K_READY, K_LEASE, K_DEAD, K_MSG = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
+  NOW, SEED = tonumber(args[2]), tonumber(args[3])
+end
 local PROMOTE_LIMIT = 1000
 -- Record fields: seq, state (S/R/L/D), deliver_at, enqueued_at, priority,
 -- attempts, max_attempts, lease_ms, lease_until, lease id, died_at,

@@ -12,6 +12,7 @@ use tokio::sync::{watch, Mutex, Notify};
 use crate::config::{RedisBrokerError, RedisConfig};
 use crate::conn::{unavailable, Conn};
 use crate::keys::{Keys, ShardKeys};
+use crate::scripts::{self, Function};
 use crate::tasks;
 use crate::wake::Wake;
 
@@ -75,6 +76,7 @@ impl RedisBroker {
             unindex_ready: Notify::new(),
         });
         inner.check_shards().await?;
+        inner.load_library().await?;
         tasks::spawn(&inner);
         Ok(RedisBroker { inner })
     }
@@ -135,30 +137,52 @@ impl Inner {
         (shard, self.keys.shard(queue, shard))
     }
 
-    /// Runs one transition script on one shard.
+    /// Runs one transition function on one shard (loading the library
+    /// first if this Redis does not have it).
     pub(crate) async fn run(
         &self,
-        script: &redis::Script,
+        function: Function,
         shard: &ShardKeys,
         now: u64,
         args: Vec<Vec<u8>>,
     ) -> BrokerResult<Vec<Value>> {
-        let mut invocation = script.prepare_invoke();
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg(function.name()).arg(shard.keys.len());
         for key in &shard.keys {
-            invocation.key(key);
+            cmd.arg(key);
         }
-        invocation
-            .arg("")
+        cmd.arg("")
             .arg(now)
             .arg(rand::random_range(0..1_000_000u64));
         for arg in args {
-            invocation.arg(arg);
+            cmd.arg(arg);
         }
         let mut conn = self.conn.clone();
-        invocation
-            .invoke_async::<Vec<Value>>(&mut conn)
-            .await
-            .map_err(|e| unavailable(&e, true))
+        match cmd.query_async::<Vec<Value>>(&mut conn).await {
+            Err(err) if scripts::is_missing(&err) => {
+                self.load_library()
+                    .await
+                    .map_err(|e| unavailable(&e, false))?;
+                cmd.query_async(&mut conn)
+                    .await
+                    .map_err(|e| unavailable(&e, true))
+            }
+            result => result.map_err(|e| unavailable(&e, true)),
+        }
+    }
+
+    /// Loads this version's function library (on every primary of a
+    /// Cluster). `REPLACE` makes it idempotent: loading the same text again
+    /// changes nothing, and other versions' libraries are left alone.
+    pub(crate) async fn load_library(&self) -> redis::RedisResult<()> {
+        let mut conn = self.conn.clone();
+        let _: Value = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg("REPLACE")
+            .arg(&scripts::LIBRARY.code)
+            .query_async(&mut conn)
+            .await?;
+        Ok(())
     }
 
     /// Runs a plain command.

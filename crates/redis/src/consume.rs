@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::broker::Inner;
 use crate::record::{self, int, opt_int, status, text};
-use crate::scripts;
+use crate::scripts::{self, Function};
 use crate::tasks::{record_lateness, SWEEP_INTERVAL};
 use crate::wake::{QueueWaiters, Wake};
 
@@ -134,7 +134,7 @@ impl Inner {
         let peeks = join_all(shards.iter().map(|(q, s)| {
             let keys = self.keys.shard(q, *s);
             let args = vec![request.max.to_string().into_bytes()];
-            async move { self.run(&scripts::PEEK, &keys, now, args).await }
+            async move { self.run(scripts::PEEK, &keys, now, args).await }
         }))
         .await;
         let mut candidates: Vec<(u64, Vec<u8>, usize)> = Vec::new();
@@ -182,7 +182,7 @@ impl Inner {
             opt_arg(lease_ms),
             token.into_bytes(),
         ];
-        let reply = self.run(&scripts::LEASE, &keys, now, args).await?;
+        let reply = self.run(scripts::LEASE, &keys, now, args).await?;
         let (_, rest) = status(&reply)?;
         let [next_due, fired, rest @ ..] = rest else {
             return Ok(Vec::new());
@@ -218,7 +218,7 @@ impl Inner {
             LeaseId::generate().0.into_bytes(),
         ];
         let reply = self
-            .run(&scripts::LEASE_ONE, &keys, self.clock.now_ms(), args)
+            .run(scripts::LEASE_ONE, &keys, self.clock.now_ms(), args)
             .await?;
         match status(&reply)? {
             ("OK", rest) => {
@@ -239,7 +239,7 @@ impl Inner {
     /// `NF`/`LM` answers to errors.
     async fn on_lease(
         &self,
-        script: &redis::Script,
+        function: Function,
         queue: &QueueName,
         id: &MessageId,
         lease: &LeaseId,
@@ -249,7 +249,7 @@ impl Inner {
         let (shard, keys) = self.shard_of(queue, id);
         let mut args = vec![id.as_str().into(), lease.as_str().into()];
         args.extend(extra);
-        let reply = self.run(script, &keys, self.clock.now_ms(), args).await?;
+        let reply = self.run(function, &keys, self.clock.now_ms(), args).await?;
         match status(&reply)? {
             ("OK", rest) => Ok((shard, rest.to_vec())),
             ("LM", _) => Err(BrokerError::LeaseMismatch {
@@ -267,7 +267,7 @@ impl Inner {
         lease: &LeaseId,
     ) -> BrokerResult<()> {
         let (_, rest) = self
-            .on_lease(&scripts::ACK, queue, id, lease, Vec::new())
+            .on_lease(scripts::ACK, queue, id, lease, Vec::new())
             .await?;
         if let Some(sk) = rest.first() {
             self.unindex_seq(int(sk)?);
@@ -292,7 +292,7 @@ impl Inner {
             },
         ];
         let (shard, rest) = self
-            .on_lease(&scripts::NACK, queue, id, lease, extra)
+            .on_lease(scripts::NACK, queue, id, lease, extra)
             .await?;
         match rest.first().map(text).transpose()? {
             Some("R") => self.announce_ready(queue).await,
@@ -316,7 +316,7 @@ impl Inner {
         lease: &LeaseId,
         priority: Option<u32>,
     ) -> BrokerResult<()> {
-        self.on_lease(&scripts::BURY, queue, id, lease, vec![opt_arg(priority)])
+        self.on_lease(scripts::BURY, queue, id, lease, vec![opt_arg(priority)])
             .await?;
         metrics::counter!(metric::DEAD_LETTERED_TOTAL, "queue" => queue.to_string()).increment(1);
         Ok(())
@@ -331,7 +331,7 @@ impl Inner {
     ) -> BrokerResult<u64> {
         delayd_core::check_lease_ms(lease_ms)?;
         let (_, rest) = self
-            .on_lease(&scripts::EXTEND, queue, id, lease, vec![opt_arg(lease_ms)])
+            .on_lease(scripts::EXTEND, queue, id, lease, vec![opt_arg(lease_ms)])
             .await?;
         rest.first()
             .map(int)
@@ -362,7 +362,7 @@ impl Inner {
             loop {
                 let reply = self
                     .run(
-                        &scripts::REDRIVE,
+                        scripts::REDRIVE,
                         &keys,
                         self.clock.now_ms(),
                         vec![b"all".to_vec()],
@@ -392,7 +392,7 @@ impl Inner {
             let mut args = vec![b"ids".to_vec()];
             args.extend(ids);
             let reply = self
-                .run(&scripts::REDRIVE, &keys, self.clock.now_ms(), args)
+                .run(scripts::REDRIVE, &keys, self.clock.now_ms(), args)
                 .await?;
             total += status(&reply)?.1.first().map(int).transpose()?.unwrap_or(0);
         }

@@ -77,7 +77,7 @@ impl Keys {
 
 /// FNV-1a, 64 bit: stable across processes and versions (unlike std's
 /// `DefaultHasher`), which every node of a deployment relies on.
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
         hash ^= u64::from(*b);

@@ -177,3 +177,9 @@ impl Broker for RedisBroker {
         Ok(())
     }
 }
+
+/// The name of the Redis function library this build loads
+/// (`delayd_<hash of its Lua>`; docs/redis.md, "Function library").
+pub fn library_name() -> &'static str {
+    &scripts::LIBRARY.name
+}

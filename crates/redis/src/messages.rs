@@ -139,12 +139,10 @@ impl Inner {
     ) -> BrokerResult<Vec<EnqueueOutcome>> {
         let keys = self.keys.shard(queue, shard);
         let args: Vec<Vec<u8>> = chunk.iter().flat_map(|p| p.args.clone()).collect();
-        let mut reply = self
-            .run(&scripts::ENQUEUE, &keys, now, args.clone())
-            .await?;
+        let mut reply = self.run(scripts::ENQUEUE, &keys, now, args.clone()).await?;
         if status(&reply)?.0 == "NOQ" {
             self.ensure_queue(queue, options.auto_create).await?;
-            reply = self.run(&scripts::ENQUEUE, &keys, now, args).await?;
+            reply = self.run(scripts::ENQUEUE, &keys, now, args).await?;
         }
         let (word, rest) = status(&reply)?;
         if word != "OK" || rest.len() != chunk.len() * 4 {
@@ -235,7 +233,7 @@ impl Inner {
         let (_, keys) = self.shard_of(queue, id);
         let reply = self
             .run(
-                &scripts::GET,
+                scripts::GET,
                 &keys,
                 self.clock.now_ms(),
                 vec![id.as_str().into()],
@@ -275,7 +273,7 @@ impl Inner {
         let (_, keys) = self.shard_of(queue, id);
         let reply = self
             .run(
-                &scripts::CANCEL,
+                scripts::CANCEL,
                 &keys,
                 self.clock.now_ms(),
                 vec![id.as_str().into()],
@@ -315,7 +313,7 @@ impl Inner {
                 .unwrap_or_default()
                 .into_bytes(),
         ];
-        let reply = self.run(&scripts::RESCHEDULE, &keys, now, args).await?;
+        let reply = self.run(scripts::RESCHEDULE, &keys, now, args).await?;
         match status(&reply)? {
             ("OK", rest) => {
                 let message = record::message(queue, rest)?;
@@ -365,7 +363,7 @@ impl Inner {
                 member.clone(),
                 limit.to_string().into_bytes(),
             ];
-            let reply = self.run(&scripts::LIST, &keys, now, args).await?;
+            let reply = self.run(scripts::LIST, &keys, now, args).await?;
             if let ("OK", rest) = status(&reply)? {
                 all.extend(record::messages(queue, rest)?);
             }

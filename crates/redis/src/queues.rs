@@ -152,7 +152,7 @@ impl Inner {
         let mut pause = String::new();
         for shard in 0..self.keys.shards {
             let keys = self.keys.shard(queue, shard);
-            let reply = self.run(&scripts::STATS, &keys, now, Vec::new()).await?;
+            let reply = self.run(scripts::STATS, &keys, now, Vec::new()).await?;
             let (word, rest) = status(&reply)?;
             if word != "OK" || rest.len() < 7 {
                 continue;
@@ -223,7 +223,7 @@ impl Inner {
         let now = self.clock.now_ms();
         for shard in 0..self.keys.shards {
             let keys = self.keys.shard(queue, shard);
-            self.run(&scripts::DROP, &keys, now, Vec::new()).await?;
+            self.run(scripts::DROP, &keys, now, Vec::new()).await?;
         }
         self.wake.deleted(queue);
         self.publish(format!("x {queue}")).await;

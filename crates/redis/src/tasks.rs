@@ -128,7 +128,7 @@ async fn sweep(inner: &Inner) {
 pub(crate) async fn promote_shard(inner: &Inner, queue: &QueueName, shard: u32) {
     let now = inner.clock.now_ms();
     let keys = inner.keys.shard(queue, shard);
-    let reply = match inner.run(&scripts::PROMOTE, &keys, now, Vec::new()).await {
+    let reply = match inner.run(scripts::PROMOTE, &keys, now, Vec::new()).await {
         Ok(reply) => reply,
         Err(_) => return,
     };

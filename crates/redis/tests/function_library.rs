@@ -1,0 +1,84 @@
+//! The function library's life on a live Redis: a node connecting to a
+//! Redis that holds an older delayd library loads its own beside it (the
+//! older version's functions keep working, as during a rolling upgrade),
+//! and a library that disappears under a running node (FUNCTION FLUSH, a
+//! restart without persistence) is loaded again by the next call.
+
+mod support;
+
+use delayd_core::{Broker, EnqueueOptions, EnqueueRequest, LeaseRequest, QueueName, Schedule};
+use support::{broker, unique_prefix, RedisServer};
+
+const OLDER: &str = "delayd_00000000000000aa";
+
+fn libraries(server: &RedisServer) -> String {
+    server.cli(&["FUNCTION", "LIST"])
+}
+
+async fn round_trip(node: &delayd_redis::RedisBroker, q: &QueueName) {
+    let request = EnqueueRequest {
+        schedule: Schedule::Now,
+        payload: b"x".to_vec(),
+        ..Default::default()
+    };
+    let out = node
+        .enqueue(q, vec![request], EnqueueOptions::default())
+        .await
+        .expect("enqueue");
+    assert!(out[0].is_ok(), "{out:?}");
+    let got = node
+        .lease(
+            std::slice::from_ref(q),
+            LeaseRequest {
+                max: 1,
+                wait_ms: 0,
+                lease_ms: None,
+            },
+        )
+        .await
+        .expect("lease");
+    assert_eq!(got.len(), 1);
+    node.ack(q, &got[0].id, &got[0].lease_id)
+        .await
+        .expect("ack");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_library_loads_beside_an_older_one() {
+    let server = RedisServer::start();
+    let older = format!(
+        "#!lua name={OLDER}\nredis.register_function('{OLDER}_ping', function(keys, args) return 'old' end)"
+    );
+    let loaded = server.cli(&["FUNCTION", "LOAD", &older]);
+    assert_eq!(loaded.trim(), OLDER);
+    assert_ne!(delayd_redis::library_name(), OLDER);
+
+    let node = broker(vec![server.url()], 1, &unique_prefix()).await;
+    let list = libraries(&server);
+    assert!(list.contains(OLDER), "{list}");
+    assert!(list.contains(delayd_redis::library_name()), "{list}");
+    round_trip(&node, &QueueName::new("upgrade").unwrap()).await;
+
+    // The older version's calls are unaffected by the newer load.
+    let old = server.cli(&["FCALL", &format!("{OLDER}_ping"), "0"]);
+    assert_eq!(old.trim(), "old");
+
+    // A second node of the same version loads the same library again:
+    // nothing changes (REPLACE of identical text).
+    let second = broker(vec![server.url()], 1, &unique_prefix()).await;
+    round_trip(&second, &QueueName::new("upgrade2").unwrap()).await;
+    let count = libraries(&server).matches("library_name").count();
+    assert_eq!(count, 2, "{}", libraries(&server));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flushed_library_is_loaded_again_by_the_next_call() {
+    let server = RedisServer::start();
+    let node = broker(vec![server.url()], 1, &unique_prefix()).await;
+    let q = QueueName::new("flushed").unwrap();
+    round_trip(&node, &q).await;
+    assert_eq!(server.cli(&["FUNCTION", "FLUSH"]).trim(), "OK");
+    assert!(!libraries(&server).contains(delayd_redis::library_name()));
+    round_trip(&node, &q).await;
+    assert!(libraries(&server).contains(delayd_redis::library_name()));
+}
