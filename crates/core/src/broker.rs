@@ -193,49 +193,7 @@ pub trait Broker: Send + Sync + 'static {
     async fn pipeline(&self, calls: &mut VecDeque<PipelinedCall>) -> Vec<PipelinedResult> {
         let mut results = Vec::with_capacity(calls.len());
         while let Some(call) = calls.pop_front() {
-            let mut stop = false;
-            let result = match call {
-                PipelinedCall::Enqueue {
-                    queue,
-                    messages,
-                    options,
-                } => PipelinedResult::Enqueued(self.enqueue(&queue, messages, options).await),
-                PipelinedCall::Lease {
-                    queues,
-                    max,
-                    lease_ms,
-                } => {
-                    let request = LeaseRequest {
-                        max,
-                        wait_ms: 0,
-                        lease_ms,
-                    };
-                    let leased = self.lease(&queues, request).await;
-                    stop = crate::pipeline::stops_after_lease(&leased, max);
-                    PipelinedResult::Leased(leased)
-                }
-                PipelinedCall::Ack { queue, id, lease } => {
-                    PipelinedResult::Done(self.ack(&queue, &id, &lease).await)
-                }
-                PipelinedCall::Nack {
-                    queue,
-                    id,
-                    lease,
-                    nack,
-                } => PipelinedResult::Done(self.nack(&queue, &id, &lease, nack).await),
-                PipelinedCall::Bury {
-                    queue,
-                    id,
-                    lease,
-                    priority,
-                } => PipelinedResult::Done(self.bury(&queue, &id, &lease, priority).await),
-                PipelinedCall::Extend {
-                    queue,
-                    id,
-                    lease,
-                    lease_ms,
-                } => PipelinedResult::Extended(self.extend(&queue, &id, &lease, lease_ms).await),
-            };
+            let (result, stop) = crate::pipeline::run_call(self, call).await;
             results.push(result);
             if stop {
                 break;

@@ -7,8 +7,11 @@
 //! A pipeline runs them in order, each exactly as its own method would,
 //! and waits for durability once, after the last.
 
+use crate::broker::Broker;
 use crate::error::BrokerResult;
-use crate::message::{Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, Nack};
+use crate::message::{
+    Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, LeaseRequest, Nack,
+};
 use crate::model::{LeaseId, MessageId, QueueName};
 
 /// One call of a pipeline: a [`Broker`](crate::Broker) method's arguments.
@@ -66,4 +69,56 @@ pub enum PipelinedResult {
 /// follows would run only after that lease had waited.
 pub fn stops_after_lease(leased: &BrokerResult<Vec<Delivery>>, max: u32) -> bool {
     leased.as_ref().map_or(true, |got| got.len() < max as usize)
+}
+
+/// Runs one pipelined call with its own method, as the default
+/// [`Broker::pipeline`] does; true when the pipeline stops after it.
+/// Backends that batch some calls use it for the others.
+pub async fn run_call<B: Broker + ?Sized>(
+    broker: &B,
+    call: PipelinedCall,
+) -> (PipelinedResult, bool) {
+    let result = match call {
+        PipelinedCall::Enqueue {
+            queue,
+            messages,
+            options,
+        } => PipelinedResult::Enqueued(broker.enqueue(&queue, messages, options).await),
+        PipelinedCall::Lease {
+            queues,
+            max,
+            lease_ms,
+        } => {
+            let request = LeaseRequest {
+                max,
+                wait_ms: 0,
+                lease_ms,
+            };
+            let leased = broker.lease(&queues, request).await;
+            let stop = stops_after_lease(&leased, max);
+            return (PipelinedResult::Leased(leased), stop);
+        }
+        PipelinedCall::Ack { queue, id, lease } => {
+            PipelinedResult::Done(broker.ack(&queue, &id, &lease).await)
+        }
+        PipelinedCall::Nack {
+            queue,
+            id,
+            lease,
+            nack,
+        } => PipelinedResult::Done(broker.nack(&queue, &id, &lease, nack).await),
+        PipelinedCall::Bury {
+            queue,
+            id,
+            lease,
+            priority,
+        } => PipelinedResult::Done(broker.bury(&queue, &id, &lease, priority).await),
+        PipelinedCall::Extend {
+            queue,
+            id,
+            lease,
+            lease_ms,
+        } => PipelinedResult::Extended(broker.extend(&queue, &id, &lease, lease_ms).await),
+    };
+    (result, false)
 }

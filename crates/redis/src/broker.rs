@@ -3,12 +3,13 @@
 //! shard, handing out seqs, publishing events.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use delayd_core::{BrokerError, BrokerResult, Clock, MessageId, QueueName};
 use redis::Value;
 use tokio::sync::{watch, Mutex, Notify};
 
+use crate::batched::{AckLanes, LeaseLanes};
 use crate::config::{RedisBrokerError, RedisConfig};
 use crate::conn::{unavailable, Conn};
 use crate::keys::{Keys, ShardKeys};
@@ -52,6 +53,12 @@ pub(crate) struct Inner {
     /// command per ack).
     pub(crate) unindex: std::sync::Mutex<Vec<u64>>,
     pub(crate) unindex_ready: Notify,
+    /// Acks waiting for their shard's next ack call (`batched`).
+    pub(crate) ack_lanes: AckLanes,
+    /// Lease calls waiting for their shard's next lease call.
+    pub(crate) lease_lanes: LeaseLanes,
+    /// This node's own handle, for the lane runners it spawns.
+    pub(crate) me: Weak<Inner>,
 }
 
 impl RedisBroker {
@@ -61,7 +68,7 @@ impl RedisBroker {
         config.validate()?;
         let conn = Conn::connect(&config.urls).await?;
         let (stop, _) = watch::channel(false);
-        let inner = Arc::new(Inner {
+        let inner = Arc::new_cyclic(|me| Inner {
             conn,
             keys: Keys::new(&config.key_prefix, config.shards),
             clock: config.clock,
@@ -74,6 +81,9 @@ impl RedisBroker {
             node_id: format!("{:016x}", rand::random::<u64>()),
             unindex: std::sync::Mutex::new(Vec::new()),
             unindex_ready: Notify::new(),
+            ack_lanes: AckLanes::default(),
+            lease_lanes: LeaseLanes::default(),
+            me: me.clone(),
         });
         inner.check_shards().await?;
         inner.load_library().await?;

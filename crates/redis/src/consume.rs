@@ -128,7 +128,7 @@ impl Inner {
         let now = self.clock.now_ms();
         if let [(queue, shard)] = shards.as_slice() {
             return self
-                .lease_shard(queue, *shard, request.max, request.lease_ms, now)
+                .lease_shard(queue, *shard, request.max, request.lease_ms)
                 .await;
         }
         let peeks = join_all(shards.iter().map(|(q, s)| {
@@ -158,7 +158,7 @@ impl Inner {
         for ((queue, shard), count) in shards.iter().zip(counts) {
             if count > 0 {
                 out.extend(
-                    self.lease_shard(queue, *shard, count, request.lease_ms, now)
+                    self.lease_shard(queue, *shard, count, request.lease_ms)
                         .await?,
                 );
             }
@@ -167,14 +167,16 @@ impl Inner {
         Ok(out)
     }
 
-    async fn lease_shard(
+    /// One lease call on one shard (`lease_shard` shares it between this
+    /// node's waiting calls).
+    pub(crate) async fn lease_call(
         &self,
         queue: &QueueName,
         shard: u32,
         max: u32,
         lease_ms: Option<u64>,
-        now: u64,
     ) -> BrokerResult<Vec<Delivery>> {
+        let now = self.clock.now_ms();
         let keys = self.keys.shard(queue, shard);
         let token = LeaseId::generate().0;
         let args = vec![
@@ -258,21 +260,6 @@ impl Inner {
             }),
             _ => Err(self.not_found(queue, id).await),
         }
-    }
-
-    pub(crate) async fn ack(
-        &self,
-        queue: &QueueName,
-        id: &MessageId,
-        lease: &LeaseId,
-    ) -> BrokerResult<()> {
-        let (_, rest) = self
-            .on_lease(scripts::ACK, queue, id, lease, Vec::new())
-            .await?;
-        if let Some(sk) = rest.first() {
-            self.unindex_seq(int(sk)?);
-        }
-        Ok(())
     }
 
     pub(crate) async fn nack(

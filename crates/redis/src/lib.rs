@@ -1,7 +1,7 @@
 //! delayd's `RedisBroker`: the `Broker` trait on Redis or Redis Cluster.
 //!
-//! Every state transition is one Lua script (`lua/*.lua`) on the keys of one
-//! queue shard, which share a hash tag, so it is atomic on a single Redis
+//! Every state transition is one Redis function call (`FCALL`, library in
+//! `lua/*.lua`) on the keys of one queue shard, which share a hash tag, so it is atomic on a single Redis
 //! and on one Cluster slot. Any number of stateless nodes may share one
 //! deployment; docs/redis.md describes keys, durability and memory.
 //!
@@ -11,7 +11,11 @@
 //!   call (run a script on a shard, hand out seqs, publish events).
 //! - `queues`, `messages`, `consume`: the operations of the `Broker` trait,
 //!   grouped as in the trait.
-//! - `scripts`: the Lua scripts (`lua/common.lua` + one body each).
+//! - `scripts`: the Lua function library (`lua/common.lua` + one body per
+//!   function), its version and loading.
+//! - `batch`, `batched`: per-shard lanes that let this node's concurrent
+//!   acks and lease calls share one function call; `ack_many`.
+//! - `pipeline`: `Broker::pipeline` as runs of batched calls.
 //! - `record`: decoding script replies into core types.
 //! - `keys`: key names, hash tags and the shard of a message id.
 //! - `wake`: node-local wake-ups: waiting lease calls and per-shard timers.
@@ -20,12 +24,15 @@
 
 #![forbid(unsafe_code)]
 
+mod batch;
+mod batched;
 mod broker;
 pub mod config;
 mod conn;
 mod consume;
 mod keys;
 mod messages;
+mod pipeline;
 mod queues;
 mod record;
 mod scripts;
@@ -35,9 +42,10 @@ mod wake;
 use async_trait::async_trait;
 use delayd_core::{
     Broker, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest,
-    LeaseId, LeaseRequest, ListQuery, Message, MessageId, Nack, QueueConfigPatch, QueueInfo,
-    QueueName, Redrive, Reschedule, Upsert,
+    LeaseId, LeaseRequest, ListQuery, Message, MessageId, Nack, PipelinedCall, PipelinedResult,
+    QueueConfigPatch, QueueInfo, QueueName, Redrive, Reschedule, Upsert,
 };
+use std::collections::VecDeque;
 
 pub use broker::RedisBroker;
 pub use config::{RedisBrokerError, RedisConfig};
@@ -125,6 +133,18 @@ impl Broker for RedisBroker {
 
     async fn ack(&self, queue: &QueueName, id: &MessageId, lease: &LeaseId) -> BrokerResult<()> {
         self.inner.ack(queue, id, lease).await
+    }
+
+    async fn ack_many(
+        &self,
+        queue: &QueueName,
+        acks: Vec<(MessageId, LeaseId)>,
+    ) -> BrokerResult<Vec<BrokerResult<()>>> {
+        self.inner.ack_many(queue, acks).await
+    }
+
+    async fn pipeline(&self, calls: &mut VecDeque<PipelinedCall>) -> Vec<PipelinedResult> {
+        self.run_pipeline(calls).await
     }
 
     async fn nack(

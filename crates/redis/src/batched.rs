@@ -1,0 +1,193 @@
+//! Acks and leases batched per queue shard on this node (`batch::Lanes`):
+//! the acks that arrive while an ack call for their shard is in flight go
+//! to Redis together in the next one, and the lease calls of a queue shard
+//! (with the same `lease_ms`) share one lease call for as many messages as
+//! they ask for in all, handed out in arrival order. `ack_many` sends one
+//! call per shard directly.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+use delayd_core::{BrokerError, BrokerResult, Delivery, LeaseId, MessageId, QueueName};
+use futures_util::future::join_all;
+use tokio::sync::oneshot;
+
+use crate::batch::{Lanes, Waiting};
+use crate::broker::Inner;
+use crate::record::{int, status, text};
+use crate::scripts;
+
+/// Acks per ack call (two arguments each).
+const ACKS_PER_CALL: usize = 500;
+/// Messages per batched lease call: a lease call asks for at most
+/// `MAX_BATCH`, so one call always fits.
+const LEASES_PER_CALL: usize = delayd_core::MAX_BATCH;
+
+pub(crate) type AckLanes = Lanes<(QueueName, u32), (MessageId, LeaseId), BrokerResult<()>>;
+pub(crate) type LeaseLanes = Lanes<(QueueName, u32, Option<u64>), u32, BrokerResult<Vec<Delivery>>>;
+
+fn shut_down<R>(_: oneshot::error::RecvError) -> BrokerResult<R> {
+    Err(BrokerError::unavailable("broker is shut down"))
+}
+
+/// Sends each waiting call its answer: `answers` in order, or the round's
+/// error to all of them.
+fn answer<T, X>(
+    round: Vec<Waiting<T, BrokerResult<X>>>,
+    answers: BrokerResult<Vec<BrokerResult<X>>>,
+) {
+    match answers {
+        Ok(answers) => {
+            for ((_, tx), a) in round.into_iter().zip(answers) {
+                let _ = tx.send(a);
+            }
+        }
+        Err(err) => {
+            for (_, tx) in round {
+                let _ = tx.send(Err(err.clone()));
+            }
+        }
+    }
+}
+
+/// Hands a shared lease call's deliveries (in lease order) to the calls of
+/// the round in arrival order, each up to its `max`.
+fn share<R>(
+    round: &[Waiting<u32, R>],
+    deliveries: Vec<Delivery>,
+) -> Vec<BrokerResult<Vec<Delivery>>> {
+    let mut rest = deliveries.into_iter();
+    round
+        .iter()
+        .map(|(max, _)| Ok(rest.by_ref().take(*max as usize).collect()))
+        .collect()
+}
+
+impl Inner {
+    /// Runs a lane's runner on its own task, so a caller that goes away
+    /// (its future dropped) never strands the calls queued behind it.
+    fn spawn_runner<F, Fut>(&self, runner: F)
+    where
+        F: FnOnce(std::sync::Arc<Inner>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        if let Some(inner) = self.me.upgrade() {
+            tokio::spawn(runner(inner));
+        }
+    }
+
+    pub(crate) async fn ack(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+    ) -> BrokerResult<()> {
+        self.check_open()?;
+        let key = (queue.clone(), self.keys.shard_of(id));
+        let (rx, idle) = self
+            .ack_lanes
+            .submit(key.clone(), (id.clone(), lease.clone()));
+        if idle {
+            self.spawn_runner(move |inner| async move {
+                while let Some(round) = inner.ack_lanes.take(&key, ACKS_PER_CALL, |_| 1) {
+                    let pairs: Vec<_> = round.iter().map(|(pair, _)| pair.clone()).collect();
+                    let answers = inner.ack_pairs(&key.0, key.1, &pairs).await;
+                    answer(round, answers);
+                }
+            });
+        }
+        rx.await.unwrap_or_else(shut_down)
+    }
+
+    pub(crate) async fn ack_many(
+        &self,
+        queue: &QueueName,
+        acks: Vec<(MessageId, LeaseId)>,
+    ) -> BrokerResult<Vec<BrokerResult<()>>> {
+        self.check_open()?;
+        delayd_core::check_ack_batch(&acks)?;
+        let mut by_shard: BTreeMap<u32, (Vec<usize>, Vec<(MessageId, LeaseId)>)> = BTreeMap::new();
+        for (index, pair) in acks.into_iter().enumerate() {
+            let lane = by_shard.entry(self.keys.shard_of(&pair.0)).or_default();
+            lane.0.push(index);
+            lane.1.push(pair);
+        }
+        let count = by_shard.values().map(|(i, _)| i.len()).sum();
+        let calls = by_shard
+            .into_iter()
+            .map(|(shard, (indices, pairs))| async move {
+                (indices, self.ack_pairs(queue, shard, &pairs).await)
+            });
+        let mut results: Vec<BrokerResult<()>> = vec![Ok(()); count];
+        for (indices, answers) in join_all(calls).await {
+            let answers = answers?;
+            for (index, a) in indices.into_iter().zip(answers) {
+                results[index] = a;
+            }
+        }
+        Ok(results)
+    }
+
+    /// One ack call on one shard for `pairs`, answered pair by pair.
+    async fn ack_pairs(
+        &self,
+        queue: &QueueName,
+        shard: u32,
+        pairs: &[(MessageId, LeaseId)],
+    ) -> BrokerResult<Vec<BrokerResult<()>>> {
+        let keys = self.keys.shard(queue, shard);
+        let args = pairs
+            .iter()
+            .flat_map(|(id, lease)| [id.as_str().into(), lease.as_str().into()])
+            .collect();
+        let reply = self
+            .run(scripts::ACK, &keys, self.clock.now_ms(), args)
+            .await?;
+        let (_, answers) = status(&reply)?;
+        if answers.len() != pairs.len() {
+            return Err(BrokerError::unavailable("ack: reply does not match"));
+        }
+        let mut out = Vec::with_capacity(pairs.len());
+        for ((id, lease), a) in pairs.iter().zip(answers) {
+            out.push(match text(a)? {
+                "NF" => Err(self.not_found(queue, id).await),
+                "LM" => Err(BrokerError::LeaseMismatch {
+                    id: id.clone(),
+                    lease: lease.to_string(),
+                }),
+                _ => {
+                    self.unindex_seq(int(a)?);
+                    Ok(())
+                }
+            });
+        }
+        Ok(out)
+    }
+
+    /// Leases up to `max` ready messages of one shard, sharing the call with
+    /// the other lease calls of this node on the shard.
+    pub(crate) async fn lease_shard(
+        &self,
+        queue: &QueueName,
+        shard: u32,
+        max: u32,
+        lease_ms: Option<u64>,
+    ) -> BrokerResult<Vec<Delivery>> {
+        let key = (queue.clone(), shard, lease_ms);
+        let (rx, idle) = self.lease_lanes.submit(key.clone(), max);
+        if idle {
+            self.spawn_runner(move |inner| async move {
+                while let Some(round) = inner
+                    .lease_lanes
+                    .take(&key, LEASES_PER_CALL, |max| *max as usize)
+                {
+                    let total = round.iter().map(|(max, _)| *max).sum();
+                    let leased = inner.lease_call(&key.0, key.1, total, key.2).await;
+                    let shares = leased.map(|deliveries| share(&round, deliveries));
+                    answer(round, shares);
+                }
+            });
+        }
+        rx.await.unwrap_or_else(shut_down)
+    }
+}
