@@ -23,7 +23,9 @@ const ACKS_PER_CALL: usize = 500;
 /// `MAX_BATCH`, so one call always fits.
 const LEASES_PER_CALL: usize = delayd_core::MAX_BATCH;
 
-pub(crate) type AckLanes = Lanes<(QueueName, u32), (MessageId, LeaseId), BrokerResult<()>>;
+/// An ack's message and lease.
+type AckPair = (MessageId, LeaseId);
+pub(crate) type AckLanes = Lanes<(QueueName, u32), AckPair, BrokerResult<()>>;
 pub(crate) type LeaseLanes = Lanes<(QueueName, u32, Option<u64>), u32, BrokerResult<Vec<Delivery>>>;
 
 fn shut_down<R>(_: oneshot::error::RecvError) -> BrokerResult<R> {
@@ -106,7 +108,7 @@ impl Inner {
     ) -> BrokerResult<Vec<BrokerResult<()>>> {
         self.check_open()?;
         delayd_core::check_ack_batch(&acks)?;
-        let mut by_shard: BTreeMap<u32, (Vec<usize>, Vec<(MessageId, LeaseId)>)> = BTreeMap::new();
+        let mut by_shard: BTreeMap<u32, (Vec<usize>, Vec<AckPair>)> = BTreeMap::new();
         for (index, pair) in acks.into_iter().enumerate() {
             let lane = by_shard.entry(self.keys.shard_of(&pair.0)).or_default();
             lane.0.push(index);
