@@ -4,10 +4,15 @@
 //!
 //! Measures lease+ack throughput, paced lateness (messages due every few ms
 //! while consumers wait) and Redis memory per pending message.
+//! First, the delivery-path workload (`workload`: 200,000 jobs, delays
+//! 1-3 s, batched producers, 32 consumer loops; env `JOBS`, `RATE`) at full
+//! rate and paced, on a Redis without persistence and on one with
+//! `appendfsync everysec`; `-- workload` runs only that part.
 //! Run: `cargo bench -p delayd-redis --bench redis_vs_baseline`.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
+mod workload;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -328,6 +333,58 @@ fn uuid_like(i: usize) -> String {
     format!("0192f3a4-0000-7000-8000-{i:012}")
 }
 
+/// The workload on both designs, max rate then paced, per Redis setting.
+async fn run_workload() {
+    let settings = workload::Settings::from_env();
+    for (name, extra) in [
+        ("no persistence", &[][..]),
+        (
+            "appendfsync everysec",
+            &["--appendonly", "yes", "--appendfsync", "everysec"][..],
+        ),
+    ] {
+        let server = RedisServer::start_with(extra);
+        println!(
+            "\nworkload: {} jobs, Redis {name} (load {})",
+            settings.jobs,
+            std::fs::read_to_string("/proc/loadavg")
+                .unwrap_or_default()
+                .trim()
+        );
+        // QUICK=1: delayd at full rate only, without persistence (for
+        // profiling iterations).
+        let quick = std::env::var_os("QUICK").is_some();
+        let rates: &[u64] = if quick { &[0] } else { &[0, settings.rate] };
+        for &rate in rates {
+            let paced = workload::Settings {
+                jobs: settings.jobs,
+                rate,
+            };
+            let mode = if rate == 0 {
+                "max".to_owned()
+            } else {
+                format!("{rate}/s")
+            };
+            workload::delayd(
+                &server.url(),
+                &unique_prefix(),
+                &format!("delayd {mode}"),
+                &paced,
+            )
+            .await
+            .print();
+            workload::baseline(
+                &server.url(),
+                &unique_prefix(),
+                &format!("zset+mover {mode}"),
+                &paced,
+            )
+            .await
+            .print();
+        }
+    }
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -335,6 +392,10 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
+        run_workload().await;
+        if std::env::args().any(|a| a == "workload") {
+            return;
+        }
         let server = RedisServer::start();
         let client = redis::Client::open(server.url()).unwrap();
         let conn = client.get_multiplexed_async_connection().await.unwrap();
