@@ -373,14 +373,19 @@ async fn run_workload() {
             )
             .await
             .print();
-            workload::baseline(
-                &server.url(),
-                &unique_prefix(),
-                &format!("zset+mover {mode}"),
-                &paced,
-            )
-            .await
-            .print();
+            if !quick {
+                workload::baseline(
+                    &server.url(),
+                    &unique_prefix(),
+                    &format!("zset+mover {mode}"),
+                    &paced,
+                )
+                .await
+                .print();
+            }
+        }
+        if quick {
+            break;
         }
     }
 }
