@@ -2,27 +2,40 @@
 -- per pair in order: the acked message's seq, 'NF' or 'LM'.
 -- Fast path: a current, unexpired lease needs no promotion first (nothing
 -- else in the shard affects an ack), which saves three reads per ack; the
--- first pair that is not one promotes once for the whole call.
+-- first pair that is not one promotes once for the whole call. Removals
+-- are one ZREM and one HDEL for the call; an id acked twice in one call is
+-- not found the second time, as one by one.
 local out = {'OK'}
 local promoted = false
+local members, ids, done = {}, {}, {}
 for i = 4, #ARGV, 2 do
   local id, lid = ARGV[i], ARGV[i + 1]
-  local r = load(id)
-  local bad = nil
-  if not r or r[ST] ~= 'L' or r[LI] ~= lid or r[LU] <= NOW then
-    if not promoted then
-      local c = cfg()
-      if c then promote(c) end
-      promoted = true
+  local r, bad = nil, nil
+  if done[id] then
+    bad = 'NF'
+  else
+    r = load(id)
+    if not r or r[ST] ~= 'L' or r[LI] ~= lid or r[LU] <= NOW then
+      if not promoted then
+        local c = cfg()
+        if c then promote(c) end
+        promoted = true
+      end
+      bad, r = check_lease(id, lid)
     end
-    bad, r = check_lease(id, lid)
   end
   if bad then
-    table.insert(out, bad)
+    out[#out + 1] = bad
   else
-    redis.call('ZREM', K_LEASE, member(r, id))
-    redis.call('HDEL', K_MSG, id)
-    table.insert(out, s(r[SK]))
+    done[id] = true
+    members[#members + 1] = member(r, id)
+    ids[#ids + 1] = id
+    out[#out + 1] = r[SK]
   end
+end
+for i = 1, #ids, 400 do
+  local last = math.min(i + 399, #ids)
+  redis.call('ZREM', K_LEASE, unpack(members, i, last))
+  redis.call('HDEL', K_MSG, unpack(ids, i, last))
 end
 return out

@@ -11,13 +11,23 @@
 -- which every body reads as upvalues. Calls never interleave, so one set
 -- of upvalues per library is safe.
 --
--- Records: one msgpack array per message (see STORED for the order), the
--- value of field `id` in the shard's `msg` hash: no key per message.
+-- Records: one msgpack array per message, the value of field `id` in the
+-- shard's `msg` hash (no key per message). A loaded record `r` is that
+-- array itself (fields in stored order, below), so load and save do no
+-- remapping; trailing fields at their defaults are left out when stored.
 --
--- Members: sched, lease and dead use `seq8 .. id` (seq8 = seq as 8 bytes
--- big endian), so equal scores order by seq. ready uses score = priority
--- and member `da8 .. seq8 .. id`, so equal priorities order by
--- (deliver_at, seq) bytewise, exactly (no packing into a double).
+-- Members: lease and dead use `seq8 .. id` (seq8 = seq as 8 bytes big
+-- endian), so equal scores order by seq. sched uses `seq8 .. pr4 .. id`
+-- (pr4 = priority, 4 bytes), so promotion builds the ready member and score
+-- from the sched member and score alone, without loading the record.
+-- ready uses score = priority and member `da8 .. seq8 .. id`, so equal
+-- priorities order by (deliver_at, seq) bytewise, exactly (no packing into
+-- a double).
+--
+-- State: a record says 'S' while pending, 'L' leased, 'D' dead ('R' when
+-- it was made ready directly). Promotion moves members from sched to ready
+-- without rewriting records, so a pending record's exact state is where its
+-- member is (`state_of`).
 local KEYS, ARGV, K_CFG, K_SCHED, K_READY, K_LEASE, K_DEAD, K_MSG, NOW, SEED
 local function bind(keys, args)
   KEYS, ARGV = keys, args
@@ -25,56 +35,54 @@ local function bind(keys, args)
   NOW, SEED = tonumber(args[2]), tonumber(args[3])
 end
 local PROMOTE_LIMIT = 1000
--- Record fields: seq, state (S/R/L/D), deliver_at, enqueued_at, priority,
--- attempts, max_attempts, lease_ms, lease_until, lease id, died_at,
--- timeouts, releases, buries, kicks, headers, payload. Optional ones are ''.
-local SK, ST, DA, EA, PR, AT, MA, LM, LU, LI, DD, CT, RL, BU, KI = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+-- Record fields in stored order: seq, state (S/R/L/D), deliver_at,
+-- enqueued_at (stored as deliver_at - enqueued_at, which is small),
+-- priority, payload, headers, attempts, max_attempts, lease_ms,
+-- lease_until, lease id, died_at, timeouts, releases, buries, kicks.
+-- Optional ones are ''. Replies list them in this order after the id.
+local SK, ST, DA, EA, PR, PL, HD, AT, MA, LM, LU, LI, DD, CT, RL, BU, KI =
+  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17
 local NFIELDS = 17
+-- Defaults of the fields that may be left out (7 and up).
+local DEFAULT = {[HD] = '', [AT] = 0, [MA] = '', [LM] = '', [LU] = '', [LI] = '', [DD] = '',
+                 [CT] = 0, [RL] = 0, [BU] = 0, [KI] = 0}
 
--- Numbers go to Redis as exact decimal strings (Lua's default %.14g would
--- round epoch milliseconds and seqs).
+-- Numbers go to Redis commands as exact decimal strings (Lua's default
+-- %.14g would round epoch milliseconds and seqs). Replies need no such
+-- care: a Lua number becomes an exact integer reply.
 local function s(n) return string.format('%d', n) end
 local function member(r, id) return struct.pack('>I8', r[SK]) .. id end
+local function smember(r, id) return struct.pack('>I8I4', r[SK], r[PR]) .. id end
 local function rmember(da, seq, id) return struct.pack('>I8I8', da, seq) .. id end
-
--- Stored order: seq, state, deliver_at, deliver_at - enqueued_at, priority,
--- payload, headers, then the fields that are usually at their defaults
--- (attempts .. kicks), which are left out from the end while they are.
-local STORED = {SK, ST, DA, EA, PR, 17, 16, AT, MA, LM, LU, LI, DD, CT, RL, BU, KI}
-local DEFAULT = {[16] = '', [AT] = 0, [MA] = '', [LM] = '', [LU] = '', [LI] = '', [DD] = '',
-                 [CT] = 0, [RL] = 0, [BU] = 0, [KI] = 0}
 
 local function load(id)
   local v = redis.call('HGET', K_MSG, id)
   if not v then return nil end
-  local t = cmsgpack.unpack(v)
-  local r = {}
-  for i, f in ipairs(STORED) do
-    local x = t[i]
-    if x == nil then x = DEFAULT[f] end
-    r[f] = x
-  end
+  local r = cmsgpack.unpack(v)
+  for i = #r + 1, NFIELDS do r[i] = DEFAULT[i] end
   r[EA] = r[DA] - r[EA]
   return r
 end
 
+-- The record's stored form (enqueued_at as an offset, defaults trimmed).
+local function pack(r)
+  local n = NFIELDS
+  while n > HD and r[n] == DEFAULT[n] do n = n - 1 end
+  local t = {unpack(r, 1, n)}
+  t[EA] = r[DA] - r[EA]
+  return cmsgpack.pack(t)
+end
+
 local function save(id, r)
-  local t = {}
-  for i, f in ipairs(STORED) do t[i] = r[f] end
-  t[4] = r[DA] - r[EA]
-  local n = #STORED
-  while n > 7 and t[n] == DEFAULT[STORED[n]] do
-    t[n] = nil
-    n = n - 1
-  end
-  redis.call('HSET', K_MSG, id, cmsgpack.pack(t))
+  redis.call('HSET', K_MSG, id, pack(r))
 end
 
 local function cfg()
-  local c = redis.call('HMGET', K_CFG, 'lm', 'ma', 'ri', 'rx', 'rm', 'pu')
+  local c = redis.call('HMGET', K_CFG, 'lm', 'ma', 'ri', 'rx', 'rm', 'pu', 'sl')
   if not c[1] then return nil end
   return {lm = tonumber(c[1]), ma = tonumber(c[2]), ri = tonumber(c[3]),
-          rx = tonumber(c[4]), rm = tonumber(c[5]), pu = c[6] or ''}
+          rx = tonumber(c[4]), rm = tonumber(c[5]), pu = c[6] or '',
+          sl = tonumber(c[7]) or 0}
 end
 
 local function paused(c)
@@ -83,13 +91,25 @@ local function paused(c)
   return tonumber(c.pu) > NOW
 end
 
--- Appends the id and the record's fields (numbers as decimal strings).
-local function append_record(out, id, r)
-  table.insert(out, id)
-  for i = 1, NFIELDS do
-    local v = r[i]
-    if type(v) == 'number' then v = s(v) end
-    table.insert(out, v)
+-- The exact state of a loaded record (see "State" above).
+local function state_of(id, r)
+  if r[ST] == 'S' and not redis.call('ZSCORE', K_SCHED, smember(r, id)) then return 'R' end
+  return r[ST]
+end
+
+-- Appends the id and the record's fields in stored order, with the state
+-- `st` (resolved when not given).
+local function append_record(out, id, r, st)
+  local n = #out
+  out[n + 1] = id
+  for i = 1, NFIELDS do out[n + 1 + i] = r[i] end
+  out[n + 1 + ST] = st or state_of(id, r)
+end
+
+-- ZADD of many (score, member) pairs, in chunks that Lua's unpack takes.
+local function zadd_all(key, pairs)
+  for i = 1, #pairs, 400 do
+    redis.call('ZADD', key, unpack(pairs, i, math.min(i + 399, #pairs)))
   end
 end
 
@@ -106,11 +126,14 @@ local function backoff(c, attempt, seq)
   return base + math.floor(jitter * r + 0.5)
 end
 
--- Removes the message from its state's sorted set.
+-- Removes the message from its state's sorted set. A pending record may be
+-- in sched or, promoted, in ready.
 local function unlink(id, r)
   local st = r[ST]
-  if st == 'S' then redis.call('ZREM', K_SCHED, member(r, id))
-  elseif st == 'R' then redis.call('ZREM', K_READY, rmember(r[DA], r[SK], id))
+  if st == 'S' or st == 'R' then
+    if redis.call('ZREM', K_SCHED, smember(r, id)) == 0 then
+      redis.call('ZREM', K_READY, rmember(r[DA], r[SK], id))
+    end
   elseif st == 'L' then redis.call('ZREM', K_LEASE, member(r, id))
   elseif st == 'D' then redis.call('ZREM', K_DEAD, member(r, id)) end
 end
@@ -123,7 +146,7 @@ local function place(id, r)
     r[ST] = 'R'
     return 'R'
   end
-  redis.call('ZADD', K_SCHED, s(r[DA]), member(r, id))
+  redis.call('ZADD', K_SCHED, s(r[DA]), smember(r, id))
   r[ST] = 'S'
   return 'S'
 end
@@ -169,16 +192,20 @@ local function promote(c)
     fail(c, id, r, r[LU], nil, true, nil, true)
     expired = expired + 1
   end
-  local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', s(NOW), 'LIMIT', 0, PROMOTE_LIMIT)
-  for _, m in ipairs(due) do
-    local id = m:sub(9)
-    local r = load(id)
-    redis.call('ZREM', K_SCHED, m)
-    redis.call('ZADD', K_READY, s(r[PR]), rmember(r[DA], r[SK], id))
-    r[ST] = 'R'
-    save(id, r)
-    table.insert(fired, s(r[DA]))
+  -- Due members move without loading their records: the sched member and
+  -- score carry everything the ready member needs. They are the first
+  -- ranks of sched (lowest scores), so one ZREMRANGEBYRANK removes them.
+  local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', s(NOW), 'WITHSCORES', 'LIMIT', 0, PROMOTE_LIMIT)
+  if #due == 0 then return fired, expired end
+  redis.call('ZREMRANGEBYRANK', K_SCHED, 0, #due / 2 - 1)
+  local ready = {}
+  for j = 1, #due, 2 do
+    local m, da = due[j], tonumber(due[j + 1])
+    ready[j] = s(struct.unpack('>I4', m, 9))
+    ready[j + 1] = struct.pack('>I8', da) .. m:sub(1, 8) .. m:sub(13)
+    fired[#fired + 1] = da
   end
+  zadd_all(K_READY, ready)
   return fired, expired
 end
 

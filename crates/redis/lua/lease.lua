@@ -7,9 +7,10 @@ local c = cfg()
 if not c then return {'OK', '', 0} end
 local fired = promote(c)
 local out = {'OK', '', #fired}
-for _, da in ipairs(fired) do table.insert(out, da) end
+for _, da in ipairs(fired) do out[#out + 1] = da end
 if not paused(c) then
   local popped = redis.call('ZPOPMIN', K_READY, ARGV[4])
+  local leased = {}
   for j = 1, #popped, 2 do
     local id = popped[j]:sub(17)
     local r = load(id)
@@ -18,9 +19,11 @@ if not paused(c) then
     r[ST], r[LU], r[LI] = 'L', lu, ARGV[6] .. '.' .. s((j + 1) / 2)
     r[AT] = r[AT] + 1
     save(id, r)
-    redis.call('ZADD', K_LEASE, s(lu), member(r, id))
-    append_record(out, id, r)
+    leased[j] = s(lu)
+    leased[j + 1] = member(r, id)
+    append_record(out, id, r, 'L')
   end
+  zadd_all(K_LEASE, leased)
 end
 out[2] = next_due(c)
 return out

@@ -16,5 +16,5 @@ r[AT] = r[AT] + 1
 save(id, r)
 redis.call('ZADD', K_LEASE, s(lu), member(r, id))
 local out = {'OK'}
-append_record(out, id, r)
+append_record(out, id, r, 'L')
 return out

@@ -5,7 +5,7 @@
 local c = cfg()
 if c then promote(c) end
 local zs = ({S = K_SCHED, R = K_READY, L = K_LEASE, D = K_DEAD})[ARGV[4]]
-local cut = (ARGV[4] == 'R') and 17 or 9
+local cut = ({S = 13, R = 17, L = 9, D = 9})[ARGV[4]]
 local start = 0
 if ARGV[5] ~= '' then
   local added = redis.call('ZADD', zs, 'NX', ARGV[5], ARGV[6])
@@ -16,6 +16,6 @@ local limit = tonumber(ARGV[7])
 local out = {'OK'}
 for _, m in ipairs(redis.call('ZRANGE', zs, start, start + limit - 1)) do
   local id = m:sub(cut)
-  append_record(out, id, load(id))
+  append_record(out, id, load(id), ARGV[4])
 end
 return out

@@ -14,7 +14,9 @@ use tokio::sync::oneshot;
 
 use crate::batch::{Lanes, Waiting};
 use crate::broker::Inner;
-use crate::record::{int, status, text};
+use redis::Value;
+
+use crate::record::{status, text};
 use crate::scripts;
 
 /// Acks per ack call (two arguments each).
@@ -151,16 +153,16 @@ impl Inner {
         }
         let mut out = Vec::with_capacity(pairs.len());
         for ((id, lease), a) in pairs.iter().zip(answers) {
-            out.push(match text(a)? {
-                "NF" => Err(self.not_found(queue, id).await),
-                "LM" => Err(BrokerError::LeaseMismatch {
+            out.push(match a {
+                Value::Int(seq) => {
+                    self.unindex_seq(u64::try_from(*seq).unwrap_or(0));
+                    Ok(())
+                }
+                other if text(other)? == "LM" => Err(BrokerError::LeaseMismatch {
                     id: id.clone(),
                     lease: lease.to_string(),
                 }),
-                _ => {
-                    self.unindex_seq(int(a)?);
-                    Ok(())
-                }
+                _ => Err(self.not_found(queue, id).await),
             });
         }
         Ok(out)

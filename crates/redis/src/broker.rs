@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 
 use delayd_core::{BrokerError, BrokerResult, Clock, MessageId, QueueName};
 use redis::Value;
-use tokio::sync::{watch, Mutex, Notify};
+use tokio::sync::{watch, Notify};
 
 use crate::batched::{AckLanes, LeaseLanes};
 use crate::config::{RedisBrokerError, RedisConfig};
@@ -17,12 +17,11 @@ use crate::scripts::{self, Function};
 use crate::tasks;
 use crate::wake::Wake;
 
-/// Seqs are taken from the global counter this many at a time: the counter
-/// lives in the `{prefix}` slot, which an enqueue script on a queue shard
-/// cannot touch in a Cluster, and one INCRBY per block keeps it off the
-/// hot path. Seqs are therefore unique and increasing per node, and
-/// increasing across nodes only block by block (docs/redis.md).
-const SEQ_BLOCK: u64 = 1_000;
+/// The layout of the keys, members and records this version reads and
+/// writes (docs/redis.md, "Keys"). 2: sched members carry the priority.
+/// Unrelated to the function library's version, which changes with any
+/// change of the Lua.
+const DATA_FORMAT: u32 = 2;
 
 /// A broker whose state lives in Redis or a Redis Cluster. Any number of
 /// nodes may share one deployment (same URLs, shards and key prefix).
@@ -36,8 +35,6 @@ pub(crate) struct Inner {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) urls: Vec<String>,
     pub(crate) wake: Wake,
-    /// `[next, end)` of this node's current seq block.
-    seq_block: Mutex<(u64, u64)>,
     closed: AtomicBool,
     pub(crate) stop: watch::Sender<bool>,
     /// Asks the sweep task for an immediate sweep (after a pub/sub
@@ -74,7 +71,6 @@ impl RedisBroker {
             clock: config.clock,
             urls: config.urls,
             wake: Wake::default(),
-            seq_block: Mutex::new((0, 0)),
             closed: AtomicBool::new(false),
             stop,
             sweep_now: Notify::new(),
@@ -100,15 +96,37 @@ impl Drop for RedisBroker {
 }
 
 impl Inner {
-    /// The first node of a deployment records its shard count; later nodes
-    /// must match it, since a message's shard is derived from the count.
+    /// The first node of a deployment records its shard count and data
+    /// format; later nodes must match both, since a message's shard is
+    /// derived from the count and every function reads the format.
     async fn check_shards(&self) -> Result<(), RedisBrokerError> {
         let mut conn = self.conn.clone();
         let meta = &self.keys.meta;
-        let _: bool = redis::cmd("HSETNX")
+        let (shards, format): (Option<u32>, Option<u32>) = redis::cmd("HMGET")
+            .arg(meta)
+            .arg("shards")
+            .arg("format")
+            .query_async(&mut conn)
+            .await?;
+        if shards.is_some() && format != Some(DATA_FORMAT) {
+            return Err(RedisBrokerError::InvalidConfig(format!(
+                "this deployment's data is in format {}, this delayd writes format {DATA_FORMAT}: \
+                 drain it with the delayd version that created it, or delete its keys \
+                 (docs/redis.md, \"Upgrades\")",
+                format.unwrap_or(1)
+            )));
+        }
+        let _: () = redis::pipe()
+            .cmd("HSETNX")
             .arg(meta)
             .arg("shards")
             .arg(self.keys.shards)
+            .ignore()
+            .cmd("HSETNX")
+            .arg(meta)
+            .arg("format")
+            .arg(DATA_FORMAT)
+            .ignore()
             .query_async(&mut conn)
             .await?;
         let recorded: u32 = redis::cmd("HGET")
@@ -207,19 +225,14 @@ impl Inner {
             .map_err(|e| unavailable(&e, write))
     }
 
-    /// The first of `n` fresh seqs.
+    /// The first of `n` fresh seqs from the deployment's counter. One
+    /// INCRBY per enqueue call, so seqs follow the order in which calls
+    /// reach the counter, whichever node makes them.
     pub(crate) async fn alloc_seqs(&self, n: u64) -> BrokerResult<u64> {
-        let mut block = self.seq_block.lock().await;
-        if block.1 - block.0 < n {
-            let take = n.max(SEQ_BLOCK);
-            let end: u64 = self
-                .query(redis::cmd("INCRBY").arg(&self.keys.seq).arg(take), true)
-                .await?;
-            *block = (end + 1 - take, end + 1);
-        }
-        let first = block.0;
-        block.0 += n;
-        Ok(first)
+        let end: u64 = self
+            .query(redis::cmd("INCRBY").arg(&self.keys.seq).arg(n), true)
+            .await?;
+        Ok(end + 1 - n)
     }
 
     /// Tells every node (this one included, through its subscription)

@@ -20,6 +20,7 @@ const MAX_DELIVER_AT: u64 = 999_999_999_999_999;
 const ENQUEUE_CHUNK: usize = 100;
 
 /// One validated enqueue item.
+#[derive(Clone)]
 struct Prepared {
     index: usize,
     id: MessageId,
@@ -113,7 +114,7 @@ impl Inner {
         for (shard, items) in by_shard {
             for chunk in items.chunks(ENQUEUE_CHUNK) {
                 let outcomes = self
-                    .enqueue_chunk(queue, shard, chunk, now, options)
+                    .enqueue_chunk(queue, shard, chunk.to_vec(), now, options)
                     .await?;
                 for (item, outcome) in chunk.iter().zip(outcomes) {
                     results[item.index] = Some(Ok(outcome));
@@ -133,16 +134,29 @@ impl Inner {
         &self,
         queue: &QueueName,
         shard: u32,
-        chunk: &[Prepared],
+        mut chunk: Vec<Prepared>,
         now: u64,
         options: EnqueueOptions,
     ) -> BrokerResult<Vec<EnqueueOutcome>> {
         let keys = self.keys.shard(queue, shard);
-        let args: Vec<Vec<u8>> = chunk.iter().flat_map(|p| p.args.clone()).collect();
-        let mut reply = self.run(scripts::ENQUEUE, &keys, now, args.clone()).await?;
-        if status(&reply)?.0 == "NOQ" {
-            self.ensure_queue(queue, options.auto_create).await?;
-            reply = self.run(scripts::ENQUEUE, &keys, now, args).await?;
+        let args = |chunk: &[Prepared]| chunk.iter().flat_map(|p| p.args.clone()).collect();
+        let mut reply = self.run(scripts::ENQUEUE, &keys, now, args(&chunk)).await?;
+        // At most a few rounds: the queue is created once, and fresh seqs
+        // are refused only when another node's call with newer seqs reached
+        // the shard between our INCRBY and our call.
+        for _ in 0..5 {
+            match status(&reply)?.0 {
+                "NOQ" => self.ensure_queue(queue, options.auto_create).await?,
+                "SEQ" => {
+                    let mut seq = self.alloc_seqs(chunk.len() as u64).await?;
+                    for p in &mut chunk {
+                        p.args[1] = seq.to_string().into_bytes();
+                        seq += 1;
+                    }
+                }
+                _ => break,
+            }
+            reply = self.run(scripts::ENQUEUE, &keys, now, args(&chunk)).await?;
         }
         let (word, rest) = status(&reply)?;
         if word != "OK" || rest.len() != chunk.len() * 4 {
@@ -393,6 +407,13 @@ impl Inner {
         let (score, da, seq, id) = order_key(&message, state);
         let member = match state {
             MessageState::Ready => member_key(&[da, seq], &id),
+            // seq8 . pr4 . id (lua/common.lua `smember`).
+            MessageState::Scheduled => {
+                let mut m = seq.to_be_bytes().to_vec();
+                m.extend_from_slice(&message.priority.to_be_bytes());
+                m.extend_from_slice(id.as_bytes());
+                m
+            }
             _ => member_key(&[seq], &id),
         };
         Ok(Some((score.to_string(), member)))

@@ -1,5 +1,7 @@
-//! Decoding script replies: status words and message records (the field
-//! order `append_record` in lua/common.lua emits, preceded by the id).
+//! Decoding function replies: status words and message records (the id,
+//! then the record's fields in stored order, as `append_record` in
+//! lua/common.lua emits them: numbers as integer replies, optional values
+//! as `''`).
 
 use std::collections::BTreeMap;
 
@@ -107,27 +109,27 @@ pub(crate) fn message(queue: &QueueName, r: &[Value]) -> BrokerResult<Message> {
         deliver_at: int(&r[3])?,
         enqueued_at: int(&r[4])?,
         priority: int32(&r[5])?,
-        attempts: int32(&r[6])?,
-        max_attempts: opt_int(&r[7])?
+        payload: bytes(&r[6]).map(<[u8]>::to_vec).unwrap_or_default(),
+        headers: decode_headers(&r[7])?,
+        attempts: int32(&r[8])?,
+        max_attempts: opt_int(&r[9])?
             .map(|v| u32::try_from(v).map_err(|_| corrupt("max_attempts")))
             .transpose()?,
-        lease_ms: opt_int(&r[8])?,
-        lease_until: opt_int(&r[9])?,
-        died_at: opt_int(&r[11])?,
+        lease_ms: opt_int(&r[10])?,
+        lease_until: opt_int(&r[11])?,
+        died_at: opt_int(&r[13])?,
         counters: MessageCounters {
-            timeouts: int32(&r[12])?,
-            releases: int32(&r[13])?,
-            buries: int32(&r[14])?,
-            kicks: int32(&r[15])?,
+            timeouts: int32(&r[14])?,
+            releases: int32(&r[15])?,
+            buries: int32(&r[16])?,
+            kicks: int32(&r[17])?,
         },
-        headers: decode_headers(&r[16])?,
-        payload: bytes(&r[17]).map(<[u8]>::to_vec).unwrap_or_default(),
     })
 }
 
 /// A leased record as a delivery.
 pub(crate) fn delivery(queue: &QueueName, r: &[Value]) -> BrokerResult<Delivery> {
-    let lease_id = LeaseId(text(&r[10])?.to_owned());
+    let lease_id = LeaseId(text(&r[12])?.to_owned());
     let m = message(queue, r)?;
     Ok(Delivery {
         queue: m.queue,

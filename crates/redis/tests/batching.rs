@@ -122,6 +122,17 @@ async fn a_pipeline_batches_runs_and_stops_after_a_short_lease() {
         max: 1,
         lease_ms: Some(60_000),
     };
+    // Warm up: create the queue and give both shards a seq block (20
+    // delayed messages miss one of 2 shards with probability 2^-19).
+    let warm = (0..20)
+        .map(|_| EnqueueRequest {
+            schedule: Schedule::Delay(600_000),
+            ..Default::default()
+        })
+        .collect();
+    node.enqueue(&q, warm, EnqueueOptions::default())
+        .await
+        .unwrap();
     let before = fcalls(&server);
     let mut calls: std::collections::VecDeque<_> = (0..64).map(put).collect();
     let results = node.pipeline(&mut calls).await;

@@ -2,7 +2,8 @@
 //! Redis that holds an older delayd library loads its own beside it (the
 //! older version's functions keep working, as during a rolling upgrade),
 //! and a library that disappears under a running node (FUNCTION FLUSH, a
-//! restart without persistence) is loaded again by the next call.
+//! restart without persistence) is loaded again by the next call. A node
+//! refuses a deployment whose data is in another format.
 
 mod support;
 
@@ -81,4 +82,25 @@ async fn a_flushed_library_is_loaded_again_by_the_next_call() {
     assert!(!libraries(&server).contains(delayd_redis::library_name()));
     round_trip(&node, &q).await;
     assert!(libraries(&server).contains(delayd_redis::library_name()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_in_an_older_data_format_is_refused() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix();
+    // What a node of the first format left: the shard count, no format.
+    server.cli(&["HSET", &format!("{{{prefix}}}:meta"), "shards", "1"]);
+    let refused =
+        delayd_redis::RedisBroker::connect(support::config(vec![server.url()], 1, &prefix)).await;
+    let Err(err) = refused else {
+        panic!("connected to a format-1 deployment");
+    };
+    assert!(err.to_string().contains("format 1"), "{err}");
+
+    // A fresh deployment records the format, and a second node accepts it.
+    let fresh = unique_prefix();
+    let _first = broker(vec![server.url()], 1, &fresh).await;
+    let format = server.cli(&["HGET", &format!("{{{fresh}}}:meta"), "format"]);
+    assert_eq!(format.trim(), "2");
+    let _second = broker(vec![server.url()], 1, &fresh).await;
 }
