@@ -116,7 +116,7 @@ pub struct EnqueueRequest {
     pub lease_ms: Option<u64>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct EnqueueOptions {
     /// Create the queue with defaults when it does not exist (api.md's
     /// default; `--no-auto-create` turns it off).

@@ -2,18 +2,25 @@
 //! the acks that arrive while an ack call for their shard is in flight go
 //! to Redis together in the next one, and the lease calls of a queue shard
 //! (with the same `lease_ms`) share one lease call for as many messages as
-//! they ask for in all, handed out in arrival order. `ack_many` sends one
+//! they ask for in all, handed out in arrival order. Enqueues of a shard
+//! likewise share a call: their items go in seq order, so calls whose
+//! seqs were taken in one order are applied in that order (the shard
+//! refuses seqs below its last, lua/enqueue.lua). `ack_many` sends one
 //! call per shard directly.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 
-use delayd_core::{BrokerError, BrokerResult, Delivery, LeaseId, MessageId, QueueName};
+use delayd_core::{
+    BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome, LeaseId, MessageId,
+    QueueName,
+};
 use futures_util::future::join_all;
 use tokio::sync::oneshot;
 
 use crate::batch::{Lanes, Waiting};
 use crate::broker::Inner;
+use crate::messages::Prepared;
 use redis::Value;
 
 use crate::record::{status, text};
@@ -21,12 +28,17 @@ use crate::scripts;
 
 /// Acks per ack call (two arguments each).
 const ACKS_PER_CALL: usize = 500;
+/// Messages per batched enqueue call (a call's own chunks are at most
+/// `messages::ENQUEUE_CHUNK`).
+const ENQUEUES_PER_CALL: usize = 256;
 /// Messages per batched lease call: a lease call asks for at most
 /// `MAX_BATCH`, so one call always fits.
 const LEASES_PER_CALL: usize = delayd_core::MAX_BATCH;
 
 /// An ack's message and lease.
 type AckPair = (MessageId, LeaseId);
+pub(crate) type EnqueueLanes =
+    Lanes<(QueueName, u32, EnqueueOptions), Vec<Prepared>, BrokerResult<Vec<EnqueueOutcome>>>;
 pub(crate) type AckLanes = Lanes<(QueueName, u32), AckPair, BrokerResult<()>>;
 pub(crate) type LeaseLanes = Lanes<(QueueName, u32, Option<u64>), u32, BrokerResult<Vec<Delivery>>>;
 
@@ -189,6 +201,42 @@ impl Inner {
                     let leased = inner.lease_call(&key.0, key.1, total, key.2).await;
                     let shares = leased.map(|deliveries| share(&round, deliveries));
                     answer(round, shares);
+                }
+            });
+        }
+        rx.await.unwrap_or_else(shut_down)
+    }
+
+    /// Enqueues a chunk of one call's items (seqs assigned, increasing) on
+    /// its shard, sharing the function call with this node's other
+    /// enqueues there.
+    pub(crate) async fn enqueue_lane(
+        &self,
+        queue: &QueueName,
+        shard: u32,
+        chunk: Vec<Prepared>,
+        options: EnqueueOptions,
+    ) -> BrokerResult<Vec<EnqueueOutcome>> {
+        let key = (queue.clone(), shard, options);
+        let (rx, idle) = self.enqueue_lanes.submit(key.clone(), chunk);
+        if idle {
+            self.spawn_runner(move |inner| async move {
+                while let Some(mut round) =
+                    inner.enqueue_lanes.take(&key, ENQUEUES_PER_CALL, Vec::len)
+                {
+                    round.sort_by_key(|(chunk, _)| chunk.first().map_or(0, |p| p.seq));
+                    let sizes: Vec<usize> = round.iter().map(|(c, _)| c.len()).collect();
+                    let items = round.iter().flat_map(|(c, _)| c.iter().cloned()).collect();
+                    let now = inner.clock.now_ms();
+                    let outcomes = inner.enqueue_chunk(&key.0, key.1, items, now, key.2).await;
+                    let answers = outcomes.map(|all| {
+                        let mut all = all.into_iter();
+                        sizes
+                            .iter()
+                            .map(|n| Ok(all.by_ref().take(*n).collect()))
+                            .collect()
+                    });
+                    answer(round, answers);
                 }
             });
         }

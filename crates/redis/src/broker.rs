@@ -9,7 +9,7 @@ use delayd_core::{BrokerError, BrokerResult, Clock, MessageId, QueueName};
 use redis::Value;
 use tokio::sync::{watch, Notify};
 
-use crate::batched::{AckLanes, LeaseLanes};
+use crate::batched::{AckLanes, EnqueueLanes, LeaseLanes};
 use crate::config::{RedisBrokerError, RedisConfig};
 use crate::conn::{unavailable, Conn};
 use crate::keys::{Keys, ShardKeys};
@@ -50,7 +50,9 @@ pub(crate) struct Inner {
     /// command per ack).
     pub(crate) unindex: std::sync::Mutex<Vec<u64>>,
     pub(crate) unindex_ready: Notify,
-    /// Acks waiting for their shard's next ack call (`batched`).
+    /// Enqueues waiting for their shard's next enqueue call (`batched`).
+    pub(crate) enqueue_lanes: EnqueueLanes,
+    /// Acks waiting for their shard's next ack call.
     pub(crate) ack_lanes: AckLanes,
     /// Lease calls waiting for their shard's next lease call.
     pub(crate) lease_lanes: LeaseLanes,
@@ -77,6 +79,7 @@ impl RedisBroker {
             node_id: format!("{:016x}", rand::random::<u64>()),
             unindex: std::sync::Mutex::new(Vec::new()),
             unindex_ready: Notify::new(),
+            enqueue_lanes: EnqueueLanes::default(),
             ack_lanes: AckLanes::default(),
             lease_lanes: LeaseLanes::default(),
             me: me.clone(),

@@ -15,14 +15,19 @@ use crate::scripts;
 /// The largest `deliver_at` accepted (about the year 33658, far beyond any
 /// `--max-delay`): well below 2^53, so Lua's doubles hold it exactly.
 const MAX_DELIVER_AT: u64 = 999_999_999_999_999;
+/// Rounds of one enqueue chunk (queue creation, refused seqs) before the
+/// call fails `Unavailable`.
+const MAX_ROUNDS: usize = 100;
 /// Messages per enqueue script call, so a 1000-message batch of large
 /// payloads does not become one huge Redis request.
 const ENQUEUE_CHUNK: usize = 100;
 
 /// One validated enqueue item.
 #[derive(Clone)]
-struct Prepared {
+pub(crate) struct Prepared {
     index: usize,
+    /// The seq, also in `args[1]`.
+    pub(crate) seq: u64,
     id: MessageId,
     deliver_at: u64,
     args: Vec<Vec<u8>>,
@@ -73,6 +78,7 @@ fn prepare(index: usize, req: EnqueueRequest, now: u64) -> BrokerResult<Prepared
     ];
     Ok(Prepared {
         index,
+        seq: 0,
         id,
         deliver_at,
         args,
@@ -105,20 +111,29 @@ impl Inner {
         let mut by_shard: BTreeMap<u32, Vec<Prepared>> = BTreeMap::new();
         for mut p in prepared {
             p.args.insert(1, seq.to_string().into_bytes());
+            p.seq = seq;
             seq += 1;
             by_shard
                 .entry(self.keys.shard_of(&p.id))
                 .or_default()
                 .push(p);
         }
+        // Every chunk goes to its shard's lane at once (shards in parallel,
+        // and with other calls' chunks for the same shard in one call).
+        let mut pending = Vec::new();
         for (shard, items) in by_shard {
             for chunk in items.chunks(ENQUEUE_CHUNK) {
-                let outcomes = self
-                    .enqueue_chunk(queue, shard, chunk.to_vec(), now, options)
-                    .await?;
-                for (item, outcome) in chunk.iter().zip(outcomes) {
-                    results[item.index] = Some(Ok(outcome));
-                }
+                let indices: Vec<usize> = chunk.iter().map(|p| p.index).collect();
+                pending.push((
+                    indices,
+                    self.enqueue_lane(queue, shard, chunk.to_vec(), options),
+                ));
+            }
+        }
+        for (indices, answer) in pending {
+            let outcomes = answer.await?;
+            for (index, outcome) in indices.into_iter().zip(outcomes) {
+                results[index] = Some(Ok(outcome));
             }
         }
         self.index_seqs(queue, &results).await;
@@ -128,9 +143,9 @@ impl Inner {
             .collect())
     }
 
-    /// Runs the enqueue script for one chunk of one shard, creating the
-    /// queue first when the shard does not know it.
-    async fn enqueue_chunk(
+    /// Runs the enqueue function for items of one shard (sorted by seq),
+    /// creating the queue first when the shard does not know it.
+    pub(crate) async fn enqueue_chunk(
         &self,
         queue: &QueueName,
         shard: u32,
@@ -141,16 +156,18 @@ impl Inner {
         let keys = self.keys.shard(queue, shard);
         let args = |chunk: &[Prepared]| chunk.iter().flat_map(|p| p.args.clone()).collect();
         let mut reply = self.run(scripts::ENQUEUE, &keys, now, args(&chunk)).await?;
-        // At most a few rounds: the queue is created once, and fresh seqs
-        // are refused only when another node's call with newer seqs reached
-        // the shard between our INCRBY and our call.
-        for _ in 0..5 {
+        // The queue is created once; fresh seqs are refused only when a
+        // call with newer seqs (from this node or another) reached the
+        // shard between our INCRBY and our call, so every refused round
+        // means another call went through: bounded generously.
+        for _ in 0..MAX_ROUNDS {
             match status(&reply)?.0 {
                 "NOQ" => self.ensure_queue(queue, options.auto_create).await?,
                 "SEQ" => {
                     let mut seq = self.alloc_seqs(chunk.len() as u64).await?;
                     for p in &mut chunk {
                         p.args[1] = seq.to_string().into_bytes();
+                        p.seq = seq;
                         seq += 1;
                     }
                 }

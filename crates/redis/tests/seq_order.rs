@@ -12,7 +12,7 @@ use support::{broker, shared_cluster, shared_single, unique_prefix};
 
 fn one(i: usize) -> Vec<EnqueueRequest> {
     vec![EnqueueRequest {
-        schedule: if i % 2 == 0 {
+        schedule: if i.is_multiple_of(2) {
             Schedule::Now
         } else {
             Schedule::Delay(60_000)
