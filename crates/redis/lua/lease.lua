@@ -1,11 +1,14 @@
--- ARGV 4: max, 5: lease_ms or '' (message's, else queue's), 6: lease token.
+-- ARGV 4: max, 5: lease_ms or '' (message's, else queue's), 6: lease token,
+-- 7: '1' to promote first and report the next due time (the caller's
+-- timer says whether anything may be due; '' skips both).
 -- Pops the first `max` ready messages atomically, so racing consumers and
 -- nodes never get the same delivery. Returns {'OK', next_due, n, the
 -- deliver_at of the n messages this call promoted (for the lateness
 -- metric), record...}.
 local c = cfg()
 if not c then return {'OK', '', 0} end
-local fired = promote(c)
+local fired = {}
+if ARGV[7] == '1' then fired = promote(c) end
 local out = {'OK', '', #fired}
 for _, da in ipairs(fired) do out[#out + 1] = da end
 if not paused(c) then
@@ -25,5 +28,5 @@ if not paused(c) then
   end
   zadd_all(K_LEASE, leased)
 end
-out[2] = next_due(c)
+if ARGV[7] == '1' then out[2] = next_due(c) end
 return out

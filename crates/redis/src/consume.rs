@@ -179,10 +179,14 @@ impl Inner {
         let now = self.clock.now_ms();
         let keys = self.keys.shard(queue, shard);
         let token = LeaseId::generate().0;
+        // Promotion (and the next due time) only when something may be due:
+        // the shard's armed timer says when; without one, always.
+        let promote = self.wake.may_be_due(queue, shard, now);
         let args = vec![
             max.to_string().into_bytes(),
             opt_arg(lease_ms),
             token.into_bytes(),
+            if promote { b"1".to_vec() } else { Vec::new() },
         ];
         let reply = self.run(scripts::LEASE, &keys, now, args).await?;
         let (_, rest) = status(&reply)?;
@@ -198,6 +202,9 @@ impl Inner {
         let (fired, records) = rest.split_at(fired);
         record_lateness(queue, now, fired);
         let deliveries = record::deliveries(queue, records)?;
+        if let Some(expiry) = deliveries.iter().map(|d| d.lease_until).min() {
+            self.wake.arm(queue, shard, expiry);
+        }
         if fired.len() > deliveries.len() {
             // This call promoted more than it took: wake the other waiters.
             self.wake.ready_n(queue, fired.len() - deliveries.len());

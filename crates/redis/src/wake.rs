@@ -133,6 +133,16 @@ impl Wake {
         true
     }
 
+    /// Whether the shard may have something due at `now`: false only when
+    /// its armed timer is later (then the timer promotes in time, and a
+    /// lease call can skip promotion).
+    pub(crate) fn may_be_due(&self, queue: &QueueName, shard: u32, now: u64) -> bool {
+        lock(&self.timers)
+            .earliest
+            .get(&(queue.clone(), shard))
+            .is_none_or(|due| *due <= now)
+    }
+
     /// The earliest armed due time.
     pub(crate) fn next_due(&self) -> Option<u64> {
         lock(&self.timers).by_due.first().map(|(d, _, _)| *d)
@@ -176,7 +186,10 @@ mod tests {
     fn arm_keeps_the_earliest_per_shard() {
         let wake = Wake::default();
         let q = QueueName::new("q").unwrap();
+        assert!(wake.may_be_due(&q, 0, 0), "no timer: unknown, so maybe");
         assert!(wake.arm(&q, 0, 100));
+        assert!(!wake.may_be_due(&q, 0, 99));
+        assert!(wake.may_be_due(&q, 0, 100));
         assert!(!wake.arm(&q, 0, 150));
         assert!(wake.arm(&q, 0, 50));
         assert!(wake.arm(&q, 1, 70));
