@@ -116,6 +116,21 @@ pub struct EnqueueRequest {
     pub lease_ms: Option<u64>,
 }
 
+impl EnqueueRequest {
+    /// The argument rules of one enqueue item, in every broker (an invalid
+    /// item fails alone, the others of its batch go on): a message asking
+    /// for zero deliveries or a zero-length lease is a mistake. (A queue's
+    /// `max_attempts` 0 means "never dead-letter"; a message's may not.)
+    pub fn validate(&self) -> Result<(), crate::BrokerError> {
+        if self.max_attempts == Some(0) {
+            return Err(crate::BrokerError::InvalidArgument(
+                "max_attempts must be at least 1".into(),
+            ));
+        }
+        check_lease_ms(self.lease_ms)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct EnqueueOptions {
     /// Create the queue with defaults when it does not exist (api.md's

@@ -26,11 +26,7 @@ impl State {
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<EnqueueOutcome> {
-        if req.max_attempts == Some(0) || req.lease_ms == Some(0) {
-            return Err(BrokerError::InvalidArgument(
-                "max_attempts and lease_ms must be at least 1".into(),
-            ));
-        }
+        req.validate()?;
         let id = match req.id {
             Some(id) => {
                 if let Some(existing) = self.lookup(store, queue, &id)? {

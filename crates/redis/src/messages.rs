@@ -52,16 +52,7 @@ fn check_deliver_at(deliver_at: u64) -> BrokerResult<u64> {
 
 fn prepare(index: usize, req: EnqueueRequest, now: u64) -> BrokerResult<Prepared> {
     let deliver_at = check_deliver_at(req.schedule.deliver_at(now))?;
-    if req.max_attempts == Some(0) {
-        return Err(BrokerError::InvalidArgument(
-            "max_attempts must be at least 1".into(),
-        ));
-    }
-    if req.lease_ms == Some(0) {
-        return Err(BrokerError::InvalidArgument(
-            "lease_ms must be at least 1".into(),
-        ));
-    }
+    req.validate()?;
     let id = req.id.unwrap_or_else(MessageId::generate);
     let opt = |v: Option<String>| v.unwrap_or_default().into_bytes();
     let args = vec![

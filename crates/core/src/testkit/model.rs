@@ -119,7 +119,7 @@ impl ModelBroker {
         request: EnqueueRequest,
         now: u64,
     ) -> BrokerResult<EnqueueOutcome> {
-        validate_item(&request)?;
+        request.validate()?;
         let id = request.id.unwrap_or_else(MessageId::generate);
         if let Some(existing) = state.messages.get(&(queue.clone(), id.clone())) {
             return Ok(EnqueueOutcome {
@@ -475,21 +475,4 @@ impl Broker for ModelBroker {
         self.changed.notify_waiters();
         Ok(())
     }
-}
-
-/// Checks what only an item itself can get wrong; it fails alone.
-fn validate_item(request: &EnqueueRequest) -> BrokerResult<()> {
-    // A queue's max_attempts 0 means "never dead-letter", but a message
-    // asking for zero deliveries is a mistake.
-    if request.max_attempts == Some(0) {
-        return Err(BrokerError::InvalidArgument(
-            "max_attempts must be at least 1".into(),
-        ));
-    }
-    if request.lease_ms == Some(0) {
-        return Err(BrokerError::InvalidArgument(
-            "lease_ms must be at least 1".into(),
-        ));
-    }
-    Ok(())
 }

@@ -370,4 +370,42 @@ pub async fn argument_rules_are_the_same_everywhere(b: Arc<dyn Broker>) {
         "max = MAX_BATCH",
     );
     s::must(b.ack(&q, &d.id, &d.lease_id).await, "ack");
+    enqueue_item_rules(&b, &q).await;
+}
+
+/// An enqueue item asking for zero deliveries or a zero-length lease is
+/// refused alone (`EnqueueRequest::validate`); the valid item beside it is
+/// stored and the refused ids stay free.
+async fn enqueue_item_rules(b: &Arc<dyn Broker>, q: &crate::QueueName) {
+    use crate::message::EnqueueRequest;
+    let item = |id: &str, max_attempts, lease_ms| EnqueueRequest {
+        id: Some(s::id(id)),
+        max_attempts,
+        lease_ms,
+        ..EnqueueRequest::default()
+    };
+    let batch = vec![
+        item("zero-attempts", Some(0), None),
+        item("zero-lease", None, Some(0)),
+        item("fine", Some(1), Some(1)),
+    ];
+    let results = s::must(
+        b.enqueue(q, batch, crate::EnqueueOptions::default()).await,
+        "enqueue",
+    );
+    for (i, what) in [(0, "max_attempts 0"), (1, "lease_ms 0")] {
+        assert!(
+            matches!(results[i], Err(crate::BrokerError::InvalidArgument(_))),
+            "{what}: expected InvalidArgument, got {:?}",
+            results[i]
+        );
+    }
+    s::must(results[2].clone(), "the valid item beside them");
+    for id in ["zero-attempts", "zero-lease"] {
+        let r = b.get(q, &s::id(id)).await;
+        assert!(
+            matches!(r, Err(crate::BrokerError::MessageNotFound { .. })),
+            "refused item {id} must not be stored: {r:?}"
+        );
+    }
 }
