@@ -1,5 +1,6 @@
 //! The conformance suite against the reference model: a case the model
-//! fails is a bug in one of the two.
+//! fails is a bug in one of the two. On virtual time: the model reads the
+//! case's clock and waits only on tokio timers.
 
 #![cfg(feature = "testkit")]
 
@@ -7,9 +8,9 @@ use std::sync::Arc;
 
 use delayd_core::testkit::ModelBroker;
 
-async fn model() -> Arc<ModelBroker> {
-    Arc::new(ModelBroker::new())
-}
-
-delayd_core::conformance_tests!(model());
-delayd_core::conformance_tests_extended!(model());
+delayd_core::conformance_tests!(
+    virtual_time | clock | async move { Arc::new(ModelBroker::with_clock(clock)) }
+);
+delayd_core::conformance_tests_extended!(
+    virtual_time | clock | async move { Arc::new(ModelBroker::with_clock(clock)) }
+);

@@ -1,22 +1,33 @@
 //! The conformance suite (delayd-core's testkit) against LocalBroker, each
-//! case on a fresh store in its own temporary directory.
+//! case on a fresh store in its own temporary directory, on virtual time:
+//! the broker reads the case's clock and times its waits with tokio, so
+//! timing cases advance time instead of sleeping.
+//!
+//! Durability `never`: with it no call waits for the sync thread (the one
+//! wait that is not tokio's, during which paused time would jump ahead);
+//! what `always` adds (a call returns after its group's fsync) is covered
+//! by `durability_modes.rs` and the kill -9 tests.
 
 use std::sync::Arc;
 
+use delayd_core::testkit::support::VirtualClock;
 use delayd_core::Broker;
-use delayd_local::{LocalBroker, LocalConfig};
+use delayd_local::{Durability, LocalBroker, LocalConfig};
 
 /// A fresh broker on a fresh directory. The directory is leaked so it
 /// outlives the broker (cleaned up with the test's temp files).
-async fn fresh() -> Arc<dyn Broker> {
+async fn fresh(clock: Arc<VirtualClock>) -> Arc<dyn Broker> {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let path = dir.path().to_path_buf();
     std::mem::forget(dir);
-    let broker = LocalBroker::open(LocalConfig::new(path))
+    let mut config = LocalConfig::new(path);
+    config.clock = clock;
+    config.durability = Durability::Never;
+    let broker = LocalBroker::open(config)
         .await
         .unwrap_or_else(|e| panic!("open: {e}"));
     Arc::new(broker)
 }
 
-delayd_core::conformance_tests!(fresh());
-delayd_core::conformance_tests_extended!(fresh());
+delayd_core::conformance_tests!(virtual_time | clock | fresh(clock));
+delayd_core::conformance_tests_extended!(virtual_time | clock | fresh(clock));

@@ -13,12 +13,22 @@
 //!
 //! ```text
 //! delayd_core::conformance_tests!(async { std::sync::Arc::new(MyBroker::new()) });
+//! delayd_core::conformance_tests!(virtual_time |clock| async move {
+//!     std::sync::Arc::new(MyBroker::with_clock(clock))
+//! });
 //! ```
 //!
 //! The factory expression is evaluated (and awaited) once per test, inside
-//! that test's own 2-worker tokio runtime, and must give a fresh broker
-//! (anything coercible to `Arc<dyn Broker>`). Cases never assume the broker
-//! is empty, so a factory may hand out brokers over one shared store.
+//! that test's own tokio runtime, and must give a fresh broker (anything
+//! coercible to `Arc<dyn Broker>`). Cases never assume the broker is empty,
+//! so a factory may hand out brokers over one shared store.
+//!
+//! The first form runs on real time (a 2-worker runtime; for brokers
+//! reached over the network). The `virtual_time` form is for in-process
+//! brokers: the factory gets an `Arc<VirtualClock>` to read wall time from,
+//! tokio's clock is paused, and the cases' waits advance it instead of
+//! sleeping ([`support::run_case_virtual`]): the suite takes no real time
+//! waiting and no timing bound depends on the machine's load.
 
 pub mod cases;
 pub mod model;
@@ -32,6 +42,17 @@ pub use model::ModelBroker;
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_cases {
+    (virtual_time |$clock:ident| $factory:expr; $($name:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::testkit::support::run_case_virtual(|$clock| async move {
+                    let broker: ::std::sync::Arc<dyn $crate::Broker> = $factory.await;
+                    $crate::testkit::cases::$name(broker).await;
+                });
+            }
+        )+
+    };
     ($factory:expr; $($name:ident),+ $(,)?) => {
         $(
             #[test]
@@ -49,8 +70,8 @@ macro_rules! __conformance_cases {
 /// the broker `$factory` (a future of a fresh `Arc<dyn Broker>`) gives.
 #[macro_export]
 macro_rules! conformance_tests {
-    ($factory:expr) => {
-        $crate::__conformance_cases!($factory;
+    (@cases ($($how:tt)+)) => {
+        $crate::__conformance_cases!($($how)+;
             never_early_with_delay,
             never_early_with_deliver_at,
             past_deliver_at_is_now_and_kept,
@@ -85,6 +106,12 @@ macro_rules! conformance_tests {
             queue_delete_removes_messages,
         );
     };
+    (virtual_time |$clock:ident| $factory:expr) => {
+        $crate::conformance_tests!(@cases (virtual_time |$clock| $factory));
+    };
+    ($factory:expr) => {
+        $crate::conformance_tests!(@cases ($factory));
+    };
 }
 
 /// One test per rule of the trait operations HTTP does not expose
@@ -94,8 +121,8 @@ macro_rules! conformance_tests {
 /// which over HTTP is a server option rather than a per-call one). For brokers in-process: Local, Redis, the model.
 #[macro_export]
 macro_rules! conformance_tests_extended {
-    ($factory:expr) => {
-        $crate::__conformance_cases!($factory;
+    (@cases ($($how:tt)+)) => {
+        $crate::__conformance_cases!($($how)+;
             get_by_seq_across_queues,
             lease_message_in_each_state,
             bury_moves_to_dead,
@@ -110,5 +137,11 @@ macro_rules! conformance_tests_extended {
             enqueue_without_auto_create,
             argument_rules_are_the_same_everywhere,
         );
+    };
+    (virtual_time |$clock:ident| $factory:expr) => {
+        $crate::conformance_tests_extended!(@cases (virtual_time |$clock| $factory));
+    };
+    ($factory:expr) => {
+        $crate::conformance_tests_extended!(@cases ($factory));
     };
 }

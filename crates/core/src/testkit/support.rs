@@ -1,9 +1,16 @@
 //! Small helpers the conformance cases share: unique queue names, terse
 //! enqueue/lease calls that panic with context, and time bounds.
 //!
-//! Cases run on real time because they must also pass over HTTP and Redis;
-//! "not before" bounds are exact, "arrived by" bounds are generous
-//! ([`SLACK_MS`]) so a loaded 2-core machine does not make them flaky.
+//! Cases are written against time as the broker sees it: [`now_ms`] reads
+//! the case's clock, and waiting is tokio's (`sleep`, `Instant`). Over HTTP
+//! and Redis that is the wall clock and real time: "not before" bounds are
+//! exact, "arrived by" bounds are generous ([`SLACK_MS`]) so a loaded
+//! 2-core machine does not make them flaky. In-process brokers run on
+//! *virtual time* instead ([`run_case_virtual`]): tokio's clock is paused
+//! and jumps to the next timer whenever every task is waiting, and the
+//! broker reads a [`VirtualClock`] that follows it, so a case that waits
+//! 30 s of lease time takes microseconds and no bound depends on the
+//! machine's load.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -23,9 +30,52 @@ pub const SLACK_MS: u64 = 1_500;
 /// Upper bound for a whole case, so a hanging broker fails instead of hangs.
 pub const CASE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Wall time now (the suite assumes the broker reads the same wall clock).
+thread_local! {
+    /// The clock of the case running on this thread, when it is not the
+    /// system's (set by [`run_case_virtual`], whose runtime runs every task
+    /// of the case on this thread).
+    static CASE_CLOCK: std::cell::RefCell<Option<Arc<dyn Clock>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The broker's wall time now: the case's [`VirtualClock`] on virtual
+/// time, else the system clock (the broker reads the same one).
 pub fn now_ms() -> u64 {
-    SystemClock.now_ms()
+    CASE_CLOCK
+        .with(|c| c.borrow().as_ref().map(|clock| clock.now_ms()))
+        .unwrap_or_else(|| SystemClock.now_ms())
+}
+
+/// A wall clock that follows tokio's clock: the system time when it was
+/// made plus the tokio time elapsed since. Under a paused runtime
+/// (`start_paused`) it moves only when tokio's time does, so a broker
+/// reading it and timing its waits with tokio sees one consistent time.
+#[derive(Clone, Debug)]
+pub struct VirtualClock {
+    base_ms: u64,
+    origin: tokio::time::Instant,
+}
+
+impl VirtualClock {
+    /// Must be made inside the runtime whose time it follows.
+    pub fn new() -> Self {
+        Self {
+            base_ms: SystemClock.now_ms(),
+            origin: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for VirtualClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for VirtualClock {
+    fn now_ms(&self) -> u64 {
+        self.base_ms + self.origin.elapsed().as_millis() as u64
+    }
 }
 
 /// A queue name unique to this case and this run, so cases can share one
@@ -187,6 +237,34 @@ pub fn assert_invalid_state<T: std::fmt::Debug>(r: Result<T, BrokerError>, what:
         matches!(r, Err(BrokerError::InvalidState { .. })),
         "{what}: expected InvalidState, got {r:?}"
     );
+}
+
+/// Runs one case on virtual time: a current-thread runtime with tokio's
+/// clock paused (it jumps to the next timer whenever all tasks wait), and a
+/// [`VirtualClock`] that `make_case` hands to the broker it builds and that
+/// [`now_ms`] reads. For brokers whose every wait is a tokio timer or a
+/// tokio wake-up; a broker that waits on another thread (a store's fsync)
+/// would see time jump past its deadlines meanwhile.
+pub fn run_case_virtual<F, Fut>(make_case: F)
+where
+    F: FnOnce(Arc<VirtualClock>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap_or_else(|e| panic!("cannot build a tokio runtime: {e}"));
+    runtime.block_on(async {
+        let clock = Arc::new(VirtualClock::new());
+        let shared: Arc<dyn Clock> = clock.clone();
+        CASE_CLOCK.with(|c| *c.borrow_mut() = Some(shared));
+        let outcome = tokio::time::timeout(CASE_TIMEOUT, make_case(clock)).await;
+        CASE_CLOCK.with(|c| *c.borrow_mut() = None);
+        if outcome.is_err() {
+            panic!("case did not finish within {CASE_TIMEOUT:?} of virtual time");
+        }
+    });
 }
 
 /// Runs one case on a fresh 2-worker runtime with [`CASE_TIMEOUT`]; what

@@ -281,12 +281,12 @@ pub async fn delete_queue_wakes_waiting_lease(b: Arc<dyn Broker>) {
         let (b, q) = (b.clone(), q.clone());
         tokio::spawn(async move {
             let got = lease(&b, &q, 1, 20_000).await;
-            (got, std::time::Instant::now())
+            (got, tokio::time::Instant::now())
         })
     };
     // No event tells that the waiter is waiting; give it a head start.
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let start = std::time::Instant::now();
+    let start = tokio::time::Instant::now();
     s::must(b.delete_queue(&q).await, "delete_queue");
     let (got, returned) = waiter.await.unwrap_or_else(|e| panic!("waiter: {e}"));
     assert!(got.is_empty(), "lease on a deleted queue gave {got:?}");

@@ -1,7 +1,7 @@
 //! Pause and resume, cancel, reschedule, stats, shutdown.
 
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use crate::broker::Broker;
 use crate::message::{MessageState, Reschedule, Schedule};

@@ -1,7 +1,7 @@
 //! When messages become deliverable, and how waiting lease calls follow.
 
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use crate::broker::Broker;
 use crate::message::{MessageState, Schedule};
