@@ -29,6 +29,27 @@
 //! beyond which leases each connection holds; every job lives in the
 //! broker, so HTTP and beanstalkd clients see the same jobs.
 
+//! # Example
+//!
+//! Serve the beanstalkd protocol over any broker (here the reference
+//! model; `delayd serve` passes its LocalBroker or RedisBroker):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use delayd_beanstalk::{BeanstalkConfig, BeanstalkServer};
+//! use delayd_core::testkit::ModelBroker;
+//!
+//! # tokio::runtime::Runtime::new().expect("runtime").block_on(async {
+//! let addr = "127.0.0.1:0".parse().expect("an address");
+//! let server = BeanstalkServer::bind(addr, Arc::new(ModelBroker::new()), BeanstalkConfig::default())
+//!     .await
+//!     .expect("bind");
+//! println!("beanstalkd clients connect to {}", server.local_addr());
+//! // Serves until the future completes (e.g. on SIGTERM), then drains.
+//! server.run(async {}).await;
+//! # });
+//! ```
+
 #![forbid(unsafe_code)]
 
 mod inspect;

@@ -20,6 +20,41 @@
 //! Core types are not wire types: the HTTP API and the beanstalkd protocol
 //! convert explicitly, because the wire carries compatibility promises.
 
+//! # Example
+//!
+//! A frontend's call is written once against the trait and runs on every
+//! backend; here against the reference model (feature `testkit`):
+//!
+//! ```
+//! # #[cfg(feature = "testkit")]
+//! # {
+//! use delayd_core::testkit::ModelBroker;
+//! use delayd_core::{
+//!     Broker, BrokerResult, EnqueueOptions, EnqueueRequest, LeaseRequest, QueueName, Schedule,
+//! };
+//!
+//! /// Enqueues `body` due now, leases it back and acks it.
+//! async fn round_trip(broker: &dyn Broker, queue: &QueueName, body: &[u8]) -> BrokerResult<Vec<u8>> {
+//!     let request = EnqueueRequest {
+//!         schedule: Schedule::Now,
+//!         payload: body.to_vec(),
+//!         ..EnqueueRequest::default()
+//!     };
+//!     let mut results = broker.enqueue(queue, vec![request], EnqueueOptions::default()).await?;
+//!     results.remove(0)?; // each item succeeds or fails on its own
+//!     let mut leased = broker.lease(std::slice::from_ref(queue), LeaseRequest::default()).await?;
+//!     let delivery = leased.remove(0);
+//!     broker.ack(queue, &delivery.id, &delivery.lease_id).await?;
+//!     Ok(delivery.payload)
+//! }
+//!
+//! let runtime = tokio::runtime::Runtime::new().expect("runtime");
+//! let queue = QueueName::new("orders").expect("a valid name");
+//! let body = runtime.block_on(round_trip(&ModelBroker::new(), &queue, b"close order 42"));
+//! assert_eq!(body.expect("round trip"), b"close order 42");
+//! # }
+//! ```
+
 #![forbid(unsafe_code)]
 
 pub mod broker;

@@ -31,6 +31,35 @@
 //! watermark; nothing fires before the injected wall clock reaches its
 //! deadline.
 
+//! # Example
+//!
+//! Open a store, enqueue a message due in 50 ms, lease it when it is due
+//! (waiting up to a second), ack it:
+//!
+//! ```
+//! use delayd_core::{Broker, EnqueueOptions, EnqueueRequest, LeaseRequest, QueueName, Schedule};
+//! use delayd_local::{LocalBroker, LocalConfig};
+//!
+//! # tokio::runtime::Runtime::new().expect("runtime").block_on(async {
+//! let dir = tempfile::tempdir().expect("a temporary directory");
+//! let broker = LocalBroker::open(LocalConfig::new(dir.path())).await.expect("open");
+//! let queue = QueueName::new("sessions").expect("a valid name");
+//! let request = EnqueueRequest {
+//!     schedule: Schedule::Delay(50),
+//!     payload: b"expire session 7".to_vec(),
+//!     ..EnqueueRequest::default()
+//! };
+//! // Answered once the message is durable (fsynced with the default durability).
+//! let outcome = broker.enqueue(&queue, vec![request], EnqueueOptions::default()).await.expect("enqueue");
+//! let id = outcome[0].as_ref().expect("stored").id.clone();
+//! let wait = LeaseRequest { max: 10, wait_ms: 1_000, lease_ms: None };
+//! let delivery = broker.lease(&[queue.clone()], wait).await.expect("lease").remove(0);
+//! assert_eq!(delivery.id, id);
+//! broker.ack(&queue, &delivery.id, &delivery.lease_id).await.expect("ack");
+//! broker.shutdown().await.expect("shutdown");
+//! # });
+//! ```
+
 #![forbid(unsafe_code)]
 
 mod api;

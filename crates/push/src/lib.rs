@@ -22,6 +22,31 @@
 //! unacked push (crash, timeout) is delivered again once its lease expires:
 //! at least once, never lost. See docs/push.md.
 
+//! # Example
+//!
+//! Start the dispatcher over a broker; it delivers every queue whose config
+//! has a `push` target allowed by the policy, until the token is cancelled:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use delayd_core::testkit::ModelBroker;
+//! use delayd_push::{PushDispatcher, PushOptions, PushPolicy};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # tokio::runtime::Runtime::new().expect("runtime").block_on(async {
+//! let policy = PushPolicy::new(&["10.0.0.0/8".to_string()]).expect("a valid allowlist");
+//! let shutdown = CancellationToken::new();
+//! let dispatcher = PushDispatcher::start(
+//!     Arc::new(ModelBroker::new()),
+//!     Arc::new(policy),
+//!     PushOptions::default(),
+//!     shutdown.clone(),
+//! );
+//! shutdown.cancel(); // e.g. on SIGTERM: in-flight requests finish first
+//! dispatcher.join().await;
+//! # });
+//! ```
+
 #![forbid(unsafe_code)]
 
 mod deliver;

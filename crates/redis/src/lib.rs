@@ -22,6 +22,31 @@
 //! - `tasks`: the timer, sweep and pub/sub background tasks.
 //! - `conn`: one connection type over single Redis and Cluster.
 
+//! # Example
+//!
+//! Several stateless nodes connect to one Redis (or, with several seed
+//! URLs, a Redis Cluster); each is a complete `Broker` over the shared
+//! state (needs a running Redis >= 7.0, so not run here):
+//!
+//! ```no_run
+//! use delayd_core::{Broker, EnqueueOptions, EnqueueRequest, QueueName, Schedule};
+//! use delayd_redis::{RedisBroker, RedisConfig};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut config = RedisConfig::new("redis://127.0.0.1:6379");
+//! config.shards = 4; // the same on every node of the deployment
+//! let broker = RedisBroker::connect(config).await?;
+//! let queue = QueueName::new("orders")?;
+//! let request = EnqueueRequest {
+//!     schedule: Schedule::Delay(30 * 60 * 1000),
+//!     payload: b"close unpaid order 42".to_vec(),
+//!     ..EnqueueRequest::default()
+//! };
+//! broker.enqueue(&queue, vec![request], EnqueueOptions::default()).await?;
+//! # Ok(())
+//! # }
+//! ```
+
 #![forbid(unsafe_code)]
 
 mod batch;
