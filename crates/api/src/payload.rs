@@ -159,24 +159,18 @@ mod schema {
     /// as "exactly one of `payload` and `payload_base64`".
     impl utoipa::PartialSchema for Payload {
         fn schema() -> RefOr<Schema> {
-            let text = ObjectBuilder::new()
-                .property(
-                    TEXT_KEY,
-                    ObjectBuilder::new()
-                        .schema_type(Type::String)
-                        .description(Some("UTF-8 payload (may be empty)")),
-                )
-                .required(TEXT_KEY);
-            let binary = ObjectBuilder::new()
-                .property(
-                    BASE64_KEY,
-                    ObjectBuilder::new()
-                        .schema_type(Type::String)
-                        .description(Some("Standard base64 (padded) of a binary payload")),
-                )
-                .required(BASE64_KEY);
+            let text = one_string(TEXT_KEY, "UTF-8 payload (may be empty)");
+            let binary = one_string(BASE64_KEY, "Standard base64 (padded) of a binary payload");
             OneOfBuilder::new().item(text).item(binary).into()
         }
+    }
+
+    /// An object whose one required property `key` is a string.
+    fn one_string(key: &str, description: &str) -> ObjectBuilder {
+        let value = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some(description));
+        ObjectBuilder::new().property(key, value).required(key)
     }
 
     impl utoipa::ToSchema for Payload {}

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use delayd_client::{Client, HttpBroker};
 use delayd_core::testkit::ModelBroker;
 use delayd_core::{
-    Broker, EnqueueOptions, EnqueueRequest, LeaseRequest, ListQuery, MessageId, MessageState, Nack,
-    QueueName,
+    Broker, Delivery, EnqueueOptions, EnqueueRequest, LeaseRequest, ListQuery, MessageId,
+    MessageState, Nack, QueueName,
 };
 use delayd_server::ServerOptions;
 
@@ -37,18 +37,22 @@ async fn enqueue_one(broker: &HttpBroker, queue: &QueueName, id: &str, max_attem
     results.pop().expect("one result").expect("enqueued");
 }
 
+/// Leases the one message `queue` holds.
+async fn lease_one(broker: &HttpBroker, queue: &QueueName) -> Delivery {
+    let mut deliveries = broker
+        .lease(std::slice::from_ref(queue), LeaseRequest::default())
+        .await
+        .expect("lease");
+    assert_eq!(deliveries.len(), 1, "{deliveries:?}");
+    deliveries.remove(0)
+}
+
 #[tokio::test]
 async fn leased_message_shows_its_lease_until_and_max_attempts() {
     let (backend, broker) = both().await;
     let queue = QueueName::new("q").expect("queue");
     enqueue_one(&broker, &queue, "m", 3).await;
-    let deliveries = broker
-        .lease(std::slice::from_ref(&queue), LeaseRequest::default())
-        .await
-        .expect("lease");
-    let [delivery] = deliveries.as_slice() else {
-        panic!("expected one delivery, got {deliveries:?}");
-    };
+    let delivery = lease_one(&broker, &queue).await;
     let id = MessageId::new("m").expect("id");
     let over_http = broker.get(&queue, &id).await.expect("get");
     let direct = backend.get(&queue, &id).await.expect("get");
@@ -63,11 +67,7 @@ async fn dead_message_shows_when_it_died() {
     let (backend, broker) = both().await;
     let queue = QueueName::new("q").expect("queue");
     enqueue_one(&broker, &queue, "d", 1).await;
-    let deliveries = broker
-        .lease(std::slice::from_ref(&queue), LeaseRequest::default())
-        .await
-        .expect("lease");
-    let delivery = deliveries.first().expect("one delivery");
+    let delivery = lease_one(&broker, &queue).await;
     broker
         .nack(&queue, &delivery.id, &delivery.lease_id, Nack::default())
         .await
