@@ -7,11 +7,15 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use url::Url;
 
+use delayd_api::{
+    AckBody, AckResults, AcksBody, BatchBody, BatchItemResult, BatchResults, ExtendBody,
+    LeasedList, MessageList, NackBody, QueueList, RedriveBody, Redriven,
+};
+
 use crate::error::ClientError;
 use crate::wire::{
-    AckItem, AckResults, AcksBody, BatchBody, BatchItem, BatchResults, Enqueued, ErrorDetail,
-    ExtendBody, Extended, LeaseOptions, LeaseRef, Leased, LeasedList, MessageList, MessageView,
-    NackBody, NewMessage, Queue, QueueList, QueuePut, RedriveBody, Redriven, Reschedule,
+    AckItem, Enqueued, ErrorDetail, Extended, LeaseOptions, Leased, MessageView, NewMessage, Queue,
+    QueuePut, Reschedule,
 };
 
 /// Result of [`Client::put_queue`]: whether the `PUT` created the queue
@@ -146,7 +150,10 @@ impl Client {
         queue: &str,
         messages: &[NewMessage],
     ) -> Result<Vec<Result<Enqueued, ErrorDetail>>, ClientError> {
-        let body = BatchBody { messages };
+        // References: a batch is sent as it is, not copied.
+        let body = BatchBody {
+            messages: messages.iter().collect(),
+        };
         let results: BatchResults = self
             .call(Method::POST, &["v1", "queues", queue, "batch"], Some(&body))
             .await?;
@@ -154,8 +161,8 @@ impl Client {
             .results
             .into_iter()
             .map(|item| match item {
-                BatchItem::Ok(done) => Ok(done),
-                BatchItem::Err(err) => Err(err.error),
+                BatchItemResult::Enqueued(done) => Ok(done),
+                BatchItemResult::Failed(err) => Err(err.error),
             })
             .collect())
     }
@@ -205,8 +212,10 @@ impl Client {
 
     pub async fn ack(&self, queue: &str, id: &str, lease_id: &str) -> Result<(), ClientError> {
         let path = ["v1", "queues", queue, "messages", id, "ack"];
-        self.call_empty(Method::POST, &path, Some(&LeaseRef { lease_id }))
-            .await
+        let body = AckBody {
+            lease_id: lease_id.to_owned(),
+        };
+        self.call_empty(Method::POST, &path, Some(&body)).await
     }
 
     /// Acks up to 1000 deliveries of one queue in one request
@@ -217,7 +226,9 @@ impl Client {
         queue: &str,
         acks: &[AckItem],
     ) -> Result<Vec<Result<(), ErrorDetail>>, ClientError> {
-        let body = AcksBody { acks };
+        let body = AcksBody {
+            acks: acks.to_vec(),
+        };
         let results: AckResults = self
             .call(Method::POST, &["v1", "queues", queue, "acks"], Some(&body))
             .await?;
@@ -244,7 +255,10 @@ impl Client {
         delay_ms: Option<u64>,
     ) -> Result<(), ClientError> {
         let path = ["v1", "queues", queue, "messages", id, "nack"];
-        let body = NackBody { lease_id, delay_ms };
+        let body = NackBody {
+            lease_id: lease_id.to_owned(),
+            delay_ms,
+        };
         self.call_empty(Method::POST, &path, Some(&body)).await
     }
 
@@ -258,7 +272,10 @@ impl Client {
         lease_ms: Option<u64>,
     ) -> Result<u64, ClientError> {
         let path = ["v1", "queues", queue, "messages", id, "extend"];
-        let body = ExtendBody { lease_id, lease_ms };
+        let body = ExtendBody {
+            lease_id: lease_id.to_owned(),
+            lease_ms,
+        };
         let extended: Extended = self.call(Method::POST, &path, Some(&body)).await?;
         Ok(extended.lease_until)
     }
@@ -292,7 +309,13 @@ impl Client {
     pub async fn redrive(&self, queue: &str, ids: Option<&[String]>) -> Result<u64, ClientError> {
         let path = ["v1", "queues", queue, "dead", "redrive"];
         let done: Redriven = self
-            .call(Method::POST, &path, Some(&RedriveBody { ids }))
+            .call(
+                Method::POST,
+                &path,
+                Some(&RedriveBody {
+                    ids: ids.map(<[String]>::to_vec),
+                }),
+            )
             .await?;
         Ok(done.redriven)
     }

@@ -4,8 +4,9 @@
 //! - [`client`]: [`Client`], one method per endpoint (queues, enqueue and
 //!   batch enqueue, get/cancel/reschedule, lease/ack/nack/extend, dead
 //!   letters and redrive, health, readiness, metrics).
-//! - [`wire`]: the JSON bodies, mirroring api.md field for field. They are
-//!   this crate's own types, not the server's: the wire is a compatibility
+//! - [`wire`]: the JSON bodies: `delayd_api`'s types (shared with the
+//!   server, so the two cannot disagree), under this crate's names. They
+//!   are wire types, not `delayd-core`'s: the wire is a compatibility
 //!   boundary, and a client must not move when the server's internals do.
 //! - [`error`]: [`ClientError`], split by how a caller reacts (the server
 //!   refused, the server is unreachable, the answer made no sense).

@@ -1,16 +1,26 @@
-//! Request DTOs to core requests: every check api.md asks of a body that the
-//! core types do not already enforce (payload kinds and size, delay limits,
-//! header names, push allowlist). Everything here runs before the broker is
-//! called, so a refused request changes nothing.
+//! Conversions between wire types (`delayd_api`) and core types, both
+//! ways, written out field by field: the wire is a compatibility promise
+//! and the core model is free to change, so neither is derived from the
+//! other.
+//!
+//! Requests: every check api.md asks of a body that neither serde nor the
+//! core types already enforce (payload size, delay limits, header names,
+//! push allowlist). Everything here runs before the broker is called, so a
+//! refused request changes nothing. (Exactly one of `payload` and
+//! `payload_base64`, and valid base64, are checked while the body is read,
+//! by `delayd_api::Payload`.)
 
 use std::collections::BTreeMap;
 
 use axum::http::{HeaderName, HeaderValue};
-use base64::Engine as _;
-use delayd_core::{EnqueueRequest, MessageId, PushConfig, QueueConfigPatch, RetryPolicy, Schedule};
+use delayd_api as api;
+use delayd_api::{EnqueueBody, PushBody, QueuePutBody, RetryBody};
+use delayd_core::{
+    Delivery, EnqueueOutcome, EnqueueRequest, Message, MessageId, PushConfig, QueueConfigPatch,
+    QueueInfo, RetryPolicy, Schedule,
+};
 
 use crate::error::ApiError;
-use crate::wire::{EnqueueBody, PushBody, QueuePutBody, RetryBody};
 use delayd_push::PushPolicy;
 
 /// The limits a request is checked against, with the wall time to check
@@ -54,10 +64,10 @@ pub fn check_delay(delay_ms: u64, max_delay_ms: u64) -> Result<(), ApiError> {
 }
 
 pub fn enqueue_request(body: EnqueueBody, limits: &Limits) -> Result<EnqueueRequest, ApiError> {
-    let payload = payload_bytes(body.payload, body.payload_base64, limits.max_payload)?;
+    let payload = payload_bytes(body.payload, limits.max_payload)?;
     let id = body.id.map(MessageId::new).transpose()?;
     let schedule = schedule(body.delay_ms, body.deliver_at, limits)?.unwrap_or_default();
-    let headers = headers(body.headers.unwrap_or_default())?;
+    let headers = headers(body.headers)?;
     Ok(EnqueueRequest {
         id,
         schedule,
@@ -69,27 +79,8 @@ pub fn enqueue_request(body: EnqueueBody, limits: &Limits) -> Result<EnqueueRequ
     })
 }
 
-fn payload_bytes(
-    text: Option<String>,
-    base64: Option<String>,
-    max_payload: usize,
-) -> Result<Vec<u8>, ApiError> {
-    let bytes = match (text, base64) {
-        (Some(text), None) => text.into_bytes(),
-        (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
-            .decode(encoded.as_bytes())
-            .map_err(|err| ApiError::invalid_argument(format!("payload_base64: {err}")))?,
-        (Some(_), Some(_)) => {
-            return Err(ApiError::invalid_argument(
-                "give either payload or payload_base64, not both",
-            ))
-        }
-        (None, None) => {
-            return Err(ApiError::invalid_argument(
-                "payload or payload_base64 is required",
-            ))
-        }
-    };
+fn payload_bytes(payload: api::Payload, max_payload: usize) -> Result<Vec<u8>, ApiError> {
+    let bytes = payload.into_bytes();
     if bytes.len() > max_payload {
         return Err(ApiError::payload_too_large(format!(
             "payload of {} bytes exceeds the maximum of {max_payload} bytes",
@@ -147,12 +138,13 @@ pub fn queue_patch(body: QueuePutBody, allow: &PushPolicy) -> Result<QueueConfig
     })
 }
 
+/// Fields the body left out already hold api.md's defaults (the test
+/// below checks they are core's).
 fn retry_policy(body: RetryBody) -> Result<RetryPolicy, ApiError> {
-    let defaults = RetryPolicy::default();
     let policy = RetryPolicy {
-        initial_ms: body.initial_ms.unwrap_or(defaults.initial_ms),
-        max_ms: body.max_ms.unwrap_or(defaults.max_ms),
-        multiplier: body.multiplier.unwrap_or(defaults.multiplier),
+        initial_ms: body.initial_ms,
+        max_ms: body.max_ms,
+        multiplier: body.multiplier,
     };
     if policy.initial_ms == 0 {
         return Err(ApiError::invalid_argument(
@@ -179,4 +171,99 @@ fn push_config(body: PushBody, allow: &PushPolicy) -> Result<PushConfig, ApiErro
         ));
     }
     Ok(config)
+}
+
+// ----- core to wire -----
+
+pub fn queue(info: QueueInfo) -> api::Queue {
+    let config = info.config;
+    api::Queue {
+        name: info.name.as_str().to_owned(),
+        config: api::QueueConfig {
+            lease_ms: config.lease_ms,
+            max_attempts: config.max_attempts,
+            retry: api::RetryPolicy {
+                initial_ms: config.retry.initial_ms,
+                max_ms: config.retry.max_ms,
+                multiplier: config.retry.multiplier,
+            },
+            push: config.push.map(push_view),
+        },
+        paused: info.paused,
+        paused_until: info.paused_until.filter(|_| info.paused),
+        stats: api::QueueStats {
+            scheduled: info.stats.scheduled,
+            ready: info.stats.ready,
+            leased: info.stats.leased,
+            dead: info.stats.dead,
+        },
+    }
+}
+
+/// The secret never goes back out; only whether one is set.
+fn push_view(push: PushConfig) -> api::PushView {
+    api::PushView {
+        url: push.url,
+        timeout_ms: push.timeout_ms,
+        concurrency: push.concurrency,
+        secret_set: push.secret.is_some(),
+    }
+}
+
+pub fn enqueued(outcome: EnqueueOutcome) -> api::Enqueued {
+    api::Enqueued {
+        id: outcome.id.as_str().to_owned(),
+        seq: outcome.seq,
+        deliver_at: outcome.deliver_at,
+        created: outcome.created,
+    }
+}
+
+pub fn message(message: Message) -> api::Message {
+    api::Message {
+        id: message.id.as_str().to_owned(),
+        seq: message.seq,
+        queue: message.queue.as_str().to_owned(),
+        state: message.state.as_str().to_owned(),
+        deliver_at: message.deliver_at,
+        attempts: message.attempts,
+        priority: message.priority,
+        headers: message.headers,
+        payload: api::Payload::from_bytes(message.payload),
+        enqueued_at: message.enqueued_at,
+        max_attempts: message.max_attempts,
+        lease_until: message.lease_until,
+        died_at: message.died_at,
+    }
+}
+
+pub fn leased(delivery: Delivery) -> api::Leased {
+    api::Leased {
+        id: delivery.id.as_str().to_owned(),
+        seq: delivery.seq,
+        lease_id: delivery.lease_id.as_str().to_owned(),
+        lease_until: delivery.lease_until,
+        attempt: delivery.attempt,
+        deliver_at: delivery.deliver_at,
+        priority: delivery.priority,
+        headers: delivery.headers,
+        payload: api::Payload::from_bytes(delivery.payload),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wire crate fills in api.md's retry defaults for fields a body
+    /// leaves out; they must be core's defaults.
+    #[test]
+    fn wire_retry_defaults_are_core_defaults() {
+        let wire = RetryBody::default();
+        let core = RetryPolicy::default();
+        assert_eq!(
+            (wire.initial_ms, wire.max_ms, wire.multiplier),
+            (core.initial_ms, core.max_ms, core.multiplier)
+        );
+    }
 }

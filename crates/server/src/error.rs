@@ -6,8 +6,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use delayd_core::BrokerError;
-use serde::Serialize;
-use utoipa::ToSchema;
 
 /// An error as the API reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,21 +95,9 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The JSON body of every error answer.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ErrorDetail {
-    /// Stable snake_case code: `invalid_json`, `invalid_argument`,
-    /// `unauthorized`, `not_found`, `queue_not_found`, `message_not_found`,
-    /// `method_not_allowed`, `lease_mismatch`, `invalid_state`,
-    /// `payload_too_large`, `unavailable`.
-    pub code: String,
-    pub message: String,
-}
+/// The JSON body of every error answer: the wire crate's, which the client
+/// parses.
+pub use delayd_api::{ErrorBody, ErrorDetail};
 
 pub type ApiResult<T> = Result<T, ApiError>;
 

@@ -7,7 +7,7 @@
 //!   accepting, drain, shut the broker down) and signal handling.
 //! - `routes`: one file per resource (queues, messages, consume, dead, ops)
 //!   and the OpenAPI document generated from the handlers' annotations.
-//! - `wire`: the JSON DTOs (compatibility promises, separate from core
+//! - `wire`: query DTOs; the JSON bodies are `delayd_api`'s (separate from core
 //!   types); `convert`: checks and conversions from DTOs to core requests.
 //! - `extract`: strict JSON/query/path extractors that answer in api.md's
 //!   error shape; [`error`]: the single mapping from failures to status and

@@ -142,11 +142,12 @@ pub(super) fn to_message(view: wire::MessageView) -> BrokerResult<Message> {
         enqueued_at: view.enqueued_at,
         priority: view.priority,
         attempts: view.attempts,
-        // Not on the wire in api.md v1.
-        max_attempts: None,
+        max_attempts: view.max_attempts,
+        // Neither is on the wire: a message's own lease_ms is not
+        // settable over HTTP, and the counters are beanstalkd's.
         lease_ms: None,
-        lease_until: None,
-        died_at: None,
+        lease_until: view.lease_until,
+        died_at: view.died_at,
         counters: MessageCounters::default(),
         headers: view.headers,
         payload: view.payload.into_bytes(),

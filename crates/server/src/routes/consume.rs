@@ -6,14 +6,14 @@ use axum::http::StatusCode;
 use axum::Json;
 use delayd_core::{BrokerError, LeaseId, LeaseRequest, MessageId, Nack, MAX_BATCH};
 
-use crate::convert::check_delay;
+use delayd_api::{
+    AckBody, AckResult, AckResults, AcksBody, ExtendBody, Extended, LeaseBody, LeasedList, NackBody,
+};
+
+use crate::convert::{self, check_delay};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{MessagePath, QueuePath, StrictJson};
 use crate::state::AppState;
-use crate::wire::{
-    AckBody, AckResult, AckResults, AcksBody, ExtendBody, ExtendResponse, LeaseBody, LeaseResponse,
-    LeasedMessage, NackBody,
-};
 
 /// api.md: `max` is 1..=1000.
 const MAX_LEASE_BATCH: u32 = 1000;
@@ -21,29 +21,29 @@ const MAX_LEASE_BATCH: u32 = 1000;
 #[utoipa::path(post, path = "/v1/queues/{queue}/leases", tag = "consuming",
     params(("queue" = String, Path, description = "Queue name")),
     request_body(content = LeaseBody, description = "May be empty: all defaults"),
-    responses((status = 200, body = LeaseResponse,
+    responses((status = 200, body = LeasedList,
         description = "Up to `max` messages; an empty list when none came within `wait_ms`"),
         (status = 400, body = ErrorBody)))]
 pub async fn lease(
     State(state): State<AppState>,
     QueuePath(queue): QueuePath,
     StrictJson(body): StrictJson<LeaseBody>,
-) -> ApiResult<Json<LeaseResponse>> {
+) -> ApiResult<Json<LeasedList>> {
     let request = lease_request(body, state.options.max_wait_ms)?;
     let deliveries = state.broker.lease(&[queue], request).await?;
-    Ok(Json(LeaseResponse {
-        messages: deliveries.into_iter().map(LeasedMessage::from).collect(),
+    Ok(Json(LeasedList {
+        messages: deliveries.into_iter().map(convert::leased).collect(),
     }))
 }
 
 fn lease_request(body: LeaseBody, max_wait_ms: u64) -> Result<LeaseRequest, ApiError> {
-    let max = body.max.unwrap_or(1);
+    let max = body.max;
     if !(1..=MAX_LEASE_BATCH).contains(&max) {
         return Err(ApiError::invalid_argument(format!(
             "max must be 1..={MAX_LEASE_BATCH}, got {max}"
         )));
     }
-    let wait_ms = body.wait_ms.unwrap_or(0);
+    let wait_ms = body.wait_ms;
     if wait_ms > max_wait_ms {
         return Err(ApiError::invalid_argument(format!(
             "wait_ms must be 0..={max_wait_ms}, got {wait_ms}"
@@ -140,12 +140,12 @@ pub async fn ack_many(
             match outcome {
                 Ok(()) => AckResult {
                     id: item.id,
-                    acked: Some(true),
+                    acked: true,
                     error: None,
                 },
                 Err(err) => AckResult {
                     id: item.id,
-                    acked: None,
+                    acked: false,
                     error: Some(err.body().error),
                 },
             }
@@ -183,13 +183,13 @@ pub async fn nack(
     params(("queue" = String, Path, description = "Queue name"),
         ("id" = String, Path, description = "Message id")),
     request_body = ExtendBody,
-    responses((status = 200, body = ExtendResponse),
+    responses((status = 200, body = Extended),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn extend(
     State(state): State<AppState>,
     MessagePath(queue, id): MessagePath,
     StrictJson(body): StrictJson<ExtendBody>,
-) -> ApiResult<Json<ExtendResponse>> {
+) -> ApiResult<Json<Extended>> {
     check_lease_ms(body.lease_ms)?;
     if let Some(lease_ms) = body.lease_ms {
         check_delay(lease_ms, state.options.max_delay_ms)?;
@@ -198,5 +198,5 @@ pub async fn extend(
         .broker
         .extend(&queue, &id, &LeaseId(body.lease_id), body.lease_ms)
         .await?;
-    Ok(Json(ExtendResponse { lease_until }))
+    Ok(Json(Extended { lease_until }))
 }

@@ -4,10 +4,13 @@ use axum::extract::State;
 use axum::Json;
 use delayd_core::{ListQuery, MessageId, MessageState, Redrive};
 
+use delayd_api::{MessageList, RedriveBody, Redriven};
+
+use crate::convert;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{QueuePath, StrictJson, StrictQuery};
 use crate::state::AppState;
-use crate::wire::{DeadQuery, MessageDto, MessageList, RedriveBody, RedriveResponse};
+use crate::wire::DeadQuery;
 
 const DEFAULT_LIMIT: u32 = 100;
 const MAX_LIMIT: u32 = 1000;
@@ -35,20 +38,20 @@ pub async fn list_dead(
     };
     let messages = state.broker.list(&queue, list).await?;
     Ok(Json(MessageList {
-        messages: messages.into_iter().map(MessageDto::from).collect(),
+        messages: messages.into_iter().map(convert::message).collect(),
     }))
 }
 
 #[utoipa::path(post, path = "/v1/queues/{queue}/dead/redrive", tag = "dead letters",
     params(("queue" = String, Path, description = "Queue name")),
     request_body(content = RedriveBody, description = "May be empty: redrive all"),
-    responses((status = 200, body = RedriveResponse),
+    responses((status = 200, body = Redriven),
         (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn redrive(
     State(state): State<AppState>,
     QueuePath(queue): QueuePath,
     StrictJson(body): StrictJson<RedriveBody>,
-) -> ApiResult<Json<RedriveResponse>> {
+) -> ApiResult<Json<Redriven>> {
     let which = match body.ids {
         None => Redrive::All,
         Some(ids) => Redrive::Ids(
@@ -58,5 +61,5 @@ pub async fn redrive(
         ),
     };
     let redriven = state.broker.redrive(&queue, which).await?;
-    Ok(Json(RedriveResponse { redriven }))
+    Ok(Json(Redriven { redriven }))
 }

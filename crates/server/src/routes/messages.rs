@@ -5,26 +5,27 @@ use axum::http::StatusCode;
 use axum::Json;
 use delayd_core::{EnqueueOptions, EnqueueRequest, Reschedule};
 
-use crate::convert::{enqueue_request, schedule, Limits};
+use delayd_api::{
+    BatchBody, BatchItemResult, BatchResults, EnqueueBody, Enqueued, Message, PatchBody,
+};
+
+use crate::convert::{self, enqueue_request, schedule, Limits};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{json_error, MessagePath, QueuePath, StrictJson};
 use crate::state::AppState;
-use crate::wire::{
-    BatchBody, BatchItemResult, BatchResults, EnqueueBody, EnqueueResult, MessageDto, PatchBody,
-};
 
 #[utoipa::path(post, path = "/v1/queues/{queue}/messages", tag = "messages",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = EnqueueBody,
-    responses((status = 201, body = EnqueueResult, description = "Enqueued"),
-        (status = 200, body = EnqueueResult, description = "A live message with this id exists; nothing changed"),
+    responses((status = 201, body = Enqueued, description = "Enqueued"),
+        (status = 200, body = Enqueued, description = "A live message with this id exists; nothing changed"),
         (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 413, body = ErrorBody)))]
 pub async fn enqueue(
     State(state): State<AppState>,
     QueuePath(queue): QueuePath,
     StrictJson(body): StrictJson<EnqueueBody>,
-) -> ApiResult<(StatusCode, Json<EnqueueResult>)> {
+) -> ApiResult<(StatusCode, Json<Enqueued>)> {
     let request = enqueue_request(body, &state.limits())?;
     let mut results = state
         .broker
@@ -38,7 +39,7 @@ pub async fn enqueue(
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(outcome.into())))
+    Ok((status, Json(convert::enqueued(outcome))))
 }
 
 #[utoipa::path(post, path = "/v1/queues/{queue}/batch", tag = "messages",
@@ -49,7 +50,8 @@ pub async fn enqueue(
 pub async fn batch(
     State(state): State<AppState>,
     QueuePath(queue): QueuePath,
-    StrictJson(body): StrictJson<BatchBody>,
+    // Items stay raw JSON here so each is read, and refused, on its own.
+    StrictJson(body): StrictJson<BatchBody<serde_json::Value>>,
 ) -> ApiResult<Json<BatchResults>> {
     let max_batch = state.options.max_batch;
     if body.messages.len() > max_batch {
@@ -90,7 +92,7 @@ pub async fn batch(
                 None => Err(ApiError::from_status(StatusCode::INTERNAL_SERVER_ERROR)),
             });
             match outcome {
-                Ok(outcome) => BatchItemResult::Enqueued(outcome.into()),
+                Ok(outcome) => BatchItemResult::Enqueued(convert::enqueued(outcome)),
                 Err(err) => BatchItemResult::Failed(err.body()),
             }
         })
@@ -101,12 +103,12 @@ pub async fn batch(
 #[utoipa::path(get, path = "/v1/queues/{queue}/messages/{id}", tag = "messages",
     params(("queue" = String, Path, description = "Queue name"),
         ("id" = String, Path, description = "Message id")),
-    responses((status = 200, body = MessageDto), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = Message), (status = 404, body = ErrorBody)))]
 pub async fn get_message(
     State(state): State<AppState>,
     MessagePath(queue, id): MessagePath,
-) -> ApiResult<Json<MessageDto>> {
-    Ok(Json(state.broker.get(&queue, &id).await?.into()))
+) -> ApiResult<Json<Message>> {
+    Ok(Json(convert::message(state.broker.get(&queue, &id).await?)))
 }
 
 #[utoipa::path(delete, path = "/v1/queues/{queue}/messages/{id}", tag = "messages",
@@ -126,20 +128,19 @@ pub async fn cancel(
     params(("queue" = String, Path, description = "Queue name"),
         ("id" = String, Path, description = "Message id")),
     request_body = PatchBody,
-    responses((status = 200, body = MessageDto), (status = 404, body = ErrorBody),
+    responses((status = 200, body = Message), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody, description = "Leased or dead: invalid_state")))]
 pub async fn reschedule(
     State(state): State<AppState>,
     MessagePath(queue, id): MessagePath,
     StrictJson(body): StrictJson<PatchBody>,
-) -> ApiResult<Json<MessageDto>> {
+) -> ApiResult<Json<Message>> {
     let change = Reschedule {
         schedule: schedule(body.delay_ms, body.deliver_at, &state.limits())?,
         priority: body.priority,
     };
-    Ok(Json(
-        state.broker.reschedule(&queue, &id, change).await?.into(),
-    ))
+    let message = state.broker.reschedule(&queue, &id, change).await?;
+    Ok(Json(convert::message(message)))
 }
 
 impl AppState {

@@ -10,9 +10,10 @@ use axum::routing::{get, post, put};
 use axum::Router;
 use utoipa::OpenApi;
 
+use delayd_api as wire;
+
 use crate::error::{ErrorBody, ErrorDetail};
 use crate::state::AppState;
-use crate::wire;
 
 /// The template of the lease route, which the in-flight tracker leaves out
 /// (a waiting lease is not work to finish before shutting the broker down).
@@ -67,14 +68,14 @@ pub fn router() -> Router<AppState> {
     ),
     components(schemas(
         ErrorBody, ErrorDetail,
-        wire::QueuePutBody, wire::RetryBody, wire::PushBody, wire::QueueDto,
-        wire::QueueConfigDto, wire::RetryDto, wire::PushDto, wire::StatsDto, wire::QueueList,
-        wire::EnqueueBody, wire::BatchBody, wire::EnqueueResult, wire::BatchItemResult,
-        wire::BatchResults, wire::PatchBody, wire::MessageDto, wire::MessageList,
-        wire::LeaseBody, wire::LeasedMessage, wire::LeaseResponse, wire::AckBody, wire::AcksBody, wire::AckItem,
-        wire::AckResult, wire::AckResults,
-        wire::NackBody, wire::ExtendBody, wire::ExtendResponse, wire::RedriveBody,
-        wire::RedriveResponse, wire::StatusBody,
+        wire::QueuePutBody, wire::RetryBody, wire::PushBody, wire::Queue,
+        wire::QueueConfig, wire::RetryPolicy, wire::PushView, wire::QueueStats, wire::QueueList,
+        wire::EnqueueBody, wire::Payload, wire::BatchBody, wire::Enqueued, wire::BatchItemResult,
+        wire::BatchResults, wire::PatchBody, wire::Message, wire::MessageList,
+        wire::LeaseBody, wire::Leased, wire::LeasedList, wire::AckBody, wire::AcksBody,
+        wire::AckItem, wire::AckResult, wire::AckResults,
+        wire::NackBody, wire::ExtendBody, wire::Extended, wire::RedriveBody,
+        wire::Redriven, wire::Status,
     )),
     modifiers(&BearerAuth),
     security(("bearer" = [])),

@@ -6,24 +6,25 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use utoipa::OpenApi as _;
 
+use delayd_api::Status;
+
 use crate::error::{ApiResult, ErrorBody};
 use crate::state::AppState;
-use crate::wire::StatusBody;
 
 #[utoipa::path(get, path = "/healthz", tag = "operations",
-    responses((status = 200, body = StatusBody, description = "The process is up")))]
-pub async fn healthz() -> Json<StatusBody> {
-    Json(StatusBody {
+    responses((status = 200, body = Status, description = "The process is up")))]
+pub async fn healthz() -> Json<Status> {
+    Json(Status {
         status: "ok".into(),
     })
 }
 
 #[utoipa::path(get, path = "/readyz", tag = "operations",
-    responses((status = 200, body = StatusBody, description = "The store takes writes"),
+    responses((status = 200, body = Status, description = "The store takes writes"),
         (status = 503, body = ErrorBody)))]
-pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<StatusBody>> {
+pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Status>> {
     state.broker.ready().await?;
-    Ok(Json(StatusBody {
+    Ok(Json(Status {
         status: "ready".into(),
     }))
 }

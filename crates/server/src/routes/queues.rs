@@ -5,30 +5,31 @@ use axum::http::StatusCode;
 use axum::Json;
 use delayd_core::Upsert;
 
-use crate::convert::queue_patch;
+use delayd_api::{Queue, QueueList, QueuePutBody};
+
+use crate::convert::{self, queue_patch};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{QueuePath, StrictJson};
 use crate::state::AppState;
-use crate::wire::{QueueDto, QueueList, QueuePutBody};
 
 #[utoipa::path(put, path = "/v1/queues/{queue}", tag = "queues",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = QueuePutBody,
-    responses((status = 201, body = QueueDto, description = "Created"),
-        (status = 200, body = QueueDto, description = "Updated"),
+    responses((status = 201, body = Queue, description = "Created"),
+        (status = 200, body = Queue, description = "Updated"),
         (status = 400, body = ErrorBody)))]
 pub async fn put_queue(
     State(state): State<AppState>,
     QueuePath(queue): QueuePath,
     StrictJson(body): StrictJson<QueuePutBody>,
-) -> ApiResult<(StatusCode, Json<QueueDto>)> {
+) -> ApiResult<(StatusCode, Json<Queue>)> {
     let patch = queue_patch(body, &state.push_allow)?;
     let (upsert, info) = state.broker.put_queue(&queue, patch).await?;
     let status = match upsert {
         Upsert::Created => StatusCode::CREATED,
         Upsert::Updated => StatusCode::OK,
     };
-    Ok((status, Json(info.into())))
+    Ok((status, Json(convert::queue(info))))
 }
 
 #[utoipa::path(get, path = "/v1/queues", tag = "queues",
@@ -36,18 +37,18 @@ pub async fn put_queue(
 pub async fn list_queues(State(state): State<AppState>) -> ApiResult<Json<QueueList>> {
     let queues = state.broker.list_queues().await?;
     Ok(Json(QueueList {
-        queues: queues.into_iter().map(QueueDto::from).collect(),
+        queues: queues.into_iter().map(convert::queue).collect(),
     }))
 }
 
 #[utoipa::path(get, path = "/v1/queues/{queue}", tag = "queues",
     params(("queue" = String, Path, description = "Queue name")),
-    responses((status = 200, body = QueueDto), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = Queue), (status = 404, body = ErrorBody)))]
 pub async fn get_queue(
     State(state): State<AppState>,
     QueuePath(queue): QueuePath,
-) -> ApiResult<Json<QueueDto>> {
-    Ok(Json(state.broker.get_queue(&queue).await?.into()))
+) -> ApiResult<Json<Queue>> {
+    Ok(Json(convert::queue(state.broker.get_queue(&queue).await?)))
 }
 
 #[utoipa::path(delete, path = "/v1/queues/{queue}", tag = "queues",
@@ -64,20 +65,22 @@ pub async fn delete_queue(
 
 #[utoipa::path(post, path = "/v1/queues/{queue}/pause", tag = "queues",
     params(("queue" = String, Path, description = "Queue name")),
-    responses((status = 200, body = QueueDto), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = Queue), (status = 404, body = ErrorBody)))]
 pub async fn pause(
     State(state): State<AppState>,
     QueuePath(queue): QueuePath,
-) -> ApiResult<Json<QueueDto>> {
-    Ok(Json(state.broker.pause(&queue, None).await?.into()))
+) -> ApiResult<Json<Queue>> {
+    Ok(Json(convert::queue(
+        state.broker.pause(&queue, None).await?,
+    )))
 }
 
 #[utoipa::path(post, path = "/v1/queues/{queue}/resume", tag = "queues",
     params(("queue" = String, Path, description = "Queue name")),
-    responses((status = 200, body = QueueDto), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = Queue), (status = 404, body = ErrorBody)))]
 pub async fn resume(
     State(state): State<AppState>,
     QueuePath(queue): QueuePath,
-) -> ApiResult<Json<QueueDto>> {
-    Ok(Json(state.broker.resume(&queue).await?.into()))
+) -> ApiResult<Json<Queue>> {
+    Ok(Json(convert::queue(state.broker.resume(&queue).await?)))
 }

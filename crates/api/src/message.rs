@@ -1,0 +1,182 @@
+//! Messages: enqueue (one or a batch), the message object, reschedule.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ErrorBody;
+use crate::nullable;
+use crate::payload::Payload;
+
+/// One message to enqueue (`POST .../messages`, or an item of a batch).
+/// At most one of `delay_ms` and `deliver_at`; neither means "now".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct EnqueueBody {
+    /// Idempotency key `[A-Za-z0-9._:-]{1,256}`; generated when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Exactly one of `payload` (UTF-8, may be empty) and `payload_base64`.
+    #[serde(flatten)]
+    pub payload: Payload,
+    /// Deliver this many ms from now. Not together with `deliver_at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+    /// Deliver at this epoch ms; in the past means now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliver_at: Option<u64>,
+    /// Lower is delivered first; default 1024.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u32>,
+    /// Forwarded to push targets; names starting with `delayd-` are refused.
+    #[serde(
+        default,
+        deserialize_with = "nullable::or_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub headers: BTreeMap<String, String>,
+    /// Overrides the queue's `max_attempts` for this message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+}
+
+impl EnqueueBody {
+    /// A message delivered now with default priority and no headers.
+    pub fn new(payload: impl Into<Payload>) -> Self {
+        Self {
+            id: None,
+            payload: payload.into(),
+            delay_ms: None,
+            deliver_at: None,
+            priority: None,
+            headers: BTreeMap::new(),
+            max_attempts: None,
+        }
+    }
+
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    pub fn delay_ms(mut self, delay_ms: u64) -> Self {
+        self.delay_ms = Some(delay_ms);
+        self
+    }
+
+    pub fn deliver_at(mut self, epoch_ms: u64) -> Self {
+        self.deliver_at = Some(epoch_ms);
+        self
+    }
+
+    pub fn priority(mut self, priority: u32) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.insert(name.into(), value.into());
+        self
+    }
+
+    pub fn max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = Some(max_attempts);
+        self
+    }
+}
+
+/// `POST .../batch`: up to 1000 messages, each enqueued or refused on its
+/// own.
+// Generic over the item so that the server can read each item as raw JSON
+// and answer an invalid one in its own result slot, while clients send
+// `EnqueueBody`s (or references to them, to send a batch without copying).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct BatchBody<T = EnqueueBody> {
+    /// Up to 1000 items; each is validated on its own.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<EnqueueBody>))]
+    pub messages: Vec<T>,
+}
+
+/// Answer to an enqueue: 201 `created: true`, or 200 `created: false` when
+/// a live message with that id already existed (nothing changed).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = EnqueueResult))]
+pub struct Enqueued {
+    pub id: String,
+    pub seq: u64,
+    pub deliver_at: u64,
+    /// False when a live message with this id already existed (nothing
+    /// changed).
+    pub created: bool,
+}
+
+/// One batch result, in input order: the outcome or the item's own error.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(untagged)]
+pub enum BatchItemResult {
+    Enqueued(Enqueued),
+    Failed(ErrorBody),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BatchResults {
+    pub results: Vec<BatchItemResult>,
+}
+
+/// `PATCH .../messages/{id}` of a scheduled or ready message: at most one
+/// of `delay_ms` and `deliver_at`, optionally a new priority.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PatchBody {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliver_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u32>,
+}
+
+/// The message object (`GET .../messages/{id}`, `PATCH`, the dead list,
+/// the dashboard's listing).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = MessageDto))]
+pub struct Message {
+    pub id: String,
+    pub seq: u64,
+    pub queue: String,
+    /// `scheduled`, `ready`, `leased` or `dead`.
+    // A string, not an enum: a client keeps reading messages in a state a
+    // newer server adds.
+    pub state: String,
+    pub deliver_at: u64,
+    pub attempts: u32,
+    pub priority: u32,
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub headers: BTreeMap<String, String>,
+    #[serde(flatten)]
+    pub payload: Payload,
+    pub enqueued_at: u64,
+    /// The message's own `max_attempts`, when it overrides the queue's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// While leased.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_until: Option<u64>,
+    /// While dead: when it died.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub died_at: Option<u64>,
+}
+
+/// `{"messages": [...]}` of message objects (dead list, dashboard listing).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MessageList {
+    pub messages: Vec<Message>,
+}

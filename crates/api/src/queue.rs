@@ -1,0 +1,148 @@
+//! Queues: the `PUT /v1/queues/{queue}` body and the queue object that
+//! `PUT`, `GET`, pause and resume answer with.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::nullable;
+
+/// Default of `retry.initial_ms` (api.md).
+pub const DEFAULT_RETRY_INITIAL_MS: u64 = 1000;
+/// Default of `retry.max_ms` (api.md).
+pub const DEFAULT_RETRY_MAX_MS: u64 = 3_600_000;
+/// Default of `retry.multiplier` (api.md).
+pub const DEFAULT_RETRY_MULTIPLIER: f64 = 2.0;
+
+/// `PUT /v1/queues/{queue}`: every field optional; absent fields keep their
+/// value, `retry` and `push` are replaced whole, `push: null` removes push.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct QueuePutBody {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryBody>,
+    // `Some(None)` is `"push": null` (remove the push target); `None`
+    // leaves it as it is.
+    #[serde(
+        default,
+        deserialize_with = "nullable::present_or_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<PushBody>))]
+    pub push: Option<Option<PushBody>>,
+}
+
+/// Retry backoff as a `PUT` sets it. Fields left out (or `null`) take
+/// their defaults (1000, 3600000, 2.0), so a `retry` given is always whole.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(default, deny_unknown_fields)]
+pub struct RetryBody {
+    #[serde(deserialize_with = "nullable::u64_or::<_, DEFAULT_RETRY_INITIAL_MS>")]
+    pub initial_ms: u64,
+    #[serde(deserialize_with = "nullable::u64_or::<_, DEFAULT_RETRY_MAX_MS>")]
+    pub max_ms: u64,
+    /// A number >= 1.0 (the only non-integer number of the API).
+    #[serde(deserialize_with = "multiplier_or_default")]
+    pub multiplier: f64,
+}
+
+impl Default for RetryBody {
+    fn default() -> Self {
+        Self {
+            initial_ms: DEFAULT_RETRY_INITIAL_MS,
+            max_ms: DEFAULT_RETRY_MAX_MS,
+            multiplier: DEFAULT_RETRY_MULTIPLIER,
+        }
+    }
+}
+
+/// `f64` cannot be a const generic, so `null` gets its own reader here.
+fn multiplier_or_default<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(DEFAULT_RETRY_MULTIPLIER))
+}
+
+/// `push` as a `PUT` sets it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PushBody {
+    pub url: String,
+    /// Default 10000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Maximum push requests in flight for the queue; default 16.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// HMAC-SHA256 key for `delayd-signature`; never returned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+}
+
+/// The queue object: `{name, config, paused, stats}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = QueueDto))]
+pub struct Queue {
+    pub name: String,
+    pub config: QueueConfig,
+    pub paused: bool,
+    /// Set while a timed pause (beanstalkd `pause-tube`) lasts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_until: Option<u64>,
+    pub stats: QueueStats,
+}
+
+/// A queue's config as the server shows it: the `PUT` body's fields, with
+/// `push.secret` replaced by `push.secret_set`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = QueueConfigDto))]
+pub struct QueueConfig {
+    pub lease_ms: u64,
+    pub max_attempts: u32,
+    pub retry: RetryPolicy,
+    /// `null` when the queue has no push target.
+    #[serde(default)]
+    pub push: Option<PushView>,
+}
+
+/// The retry backoff in force.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = RetryDto))]
+pub struct RetryPolicy {
+    pub initial_ms: u64,
+    pub max_ms: u64,
+    pub multiplier: f64,
+}
+
+/// `push` as the server shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = PushDto))]
+pub struct PushView {
+    pub url: String,
+    pub timeout_ms: u64,
+    pub concurrency: u32,
+    /// Whether a signing secret is configured (the secret itself is never
+    /// returned).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub secret_set: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = StatsDto))]
+pub struct QueueStats {
+    pub scheduled: u64,
+    pub ready: u64,
+    pub leased: u64,
+    pub dead: u64,
+}
+
+/// `GET /v1/queues`: every queue, by name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct QueueList {
+    pub queues: Vec<Queue>,
+}
