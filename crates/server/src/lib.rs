@@ -5,8 +5,10 @@
 //! - [`app`] builds the axum router; [`serve_http`] serves it with graceful
 //!   shutdown; [`serve_until`] and [`run`] add the shutdown order (stop
 //!   accepting, drain, shut the broker down) and signal handling.
-//! - `routes`: one file per resource (queues, messages, consume, dead, ops)
-//!   and the OpenAPI document generated from the handlers' annotations.
+//! - `routes`: one file per resource (queues, messages, consume, dead, ops,
+//!   and `dashboard`: the two read-only endpoints the `/ui` page reads) and
+//!   the OpenAPI document generated from the handlers' annotations. The
+//!   page's files themselves come from `delayd_ui`.
 //! - `wire`: the JSON DTOs (compatibility promises, separate from core
 //!   types); `convert`: checks and conversions from DTOs to core requests.
 //! - `extract`: strict JSON/query/path extractors that answer in api.md's
@@ -91,12 +93,9 @@ fn build(broker: Arc<dyn Broker>, options: ServerOptions) -> (Router, Arc<InFlig
     // Layers run outside-in from the last added: trace, auth, error bodies,
     // then (per route, where the route template is known) metrics and
     // in-flight tracking.
-    // The dashboard's read-only endpoints sit under /v1 beside the API's,
-    // behind the same auth, metrics and error layers; its page and assets
-    // (/ui) need no token: all data they show comes from /v1.
-    let dashboard_api = delayd_ui::api_router().with_state::<AppState>(state.broker.clone());
+    // The dashboard's page and assets (/ui) need no token: all data they
+    // show comes from /v1.
     let router = routes::router()
-        .merge(dashboard_api)
         .merge(delayd_ui::ui_router().with_state::<AppState>(()))
         .fallback(|| async { error::ApiError::from_status(axum::http::StatusCode::NOT_FOUND) })
         .layer(middleware::from_fn_with_state(

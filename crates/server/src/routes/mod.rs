@@ -1,6 +1,7 @@
 //! The route table and the OpenAPI document generated from the handlers.
 
 mod consume;
+mod dashboard;
 mod dead;
 mod messages;
 mod ops;
@@ -29,7 +30,11 @@ pub fn router() -> Router<AppState> {
         )
         .route("/v1/queues/{queue}/pause", post(queues::pause))
         .route("/v1/queues/{queue}/resume", post(queues::resume))
-        .route("/v1/queues/{queue}/messages", post(messages::enqueue))
+        .route(
+            "/v1/queues/{queue}/messages",
+            post(messages::enqueue).get(dashboard::list_messages),
+        )
+        .route("/v1/queues/{queue}/histogram", get(dashboard::histogram))
         .route("/v1/queues/{queue}/batch", post(messages::batch))
         .route(
             "/v1/queues/{queue}/messages/{id}",

@@ -1,6 +1,6 @@
-//! The dashboard as `delayd_server::app` mounts it: the extra GET route
-//! shares its path with the API's enqueue POST without conflict, and `/ui`
-//! sits beside `/v1`.
+//! The dashboard as `delayd_server::app` mounts it: the list-by-state GET
+//! shares its path with the API's enqueue POST, its message objects are
+//! those of `GET .../messages/{id}`, and `/ui` sits beside `/v1`.
 
 use std::sync::Arc;
 
