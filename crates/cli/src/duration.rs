@@ -1,14 +1,54 @@
-//! Human durations (`250ms`, `30s`, `48h`, `3650d`) and points in time
-//! (`--at`: RFC 3339 or epoch milliseconds), parsed for clap.
+//! Values as people type them: durations (`250ms`, `30s`, `48h`, `3650d`),
+//! sizes (`65536`, `64KiB`, `1MiB`) and points in time (`--at`: RFC 3339 or
+//! epoch milliseconds). The one parser of each for every subcommand's flags
+//! and for `delayd serve`'s flags, environment and config file alike, so a
+//! value means the same wherever it is given.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Parses `250ms`, `30s`, `1m30s`, `48h`, `3650d`; a bare number is
 /// rejected because its unit would be a guess.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim()).map_err(|err| {
+    let trimmed = text.trim();
+    if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "a duration needs a unit, got {text:?}; use e.g. 250ms, 30s, 48h, 3650d"
+        ));
+    }
+    humantime::parse_duration(trimmed).map_err(|err| {
         format!("invalid duration {text:?} ({err}); use e.g. 250ms, 30s, 48h, 3650d")
     })
+}
+
+/// A size in bytes: `65536`, `64KiB`, `1MiB`, `1MB`, `2GiB`, `1 kb`. Units
+/// are case-insensitive; `KB`/`MB`/`GB` are powers of 1000, `KiB`/`MiB`/`GiB`
+/// powers of 1024.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let number: u64 = digits
+        .parse()
+        .map_err(|_| "not a size: expected a whole number of bytes or e.g. 1MiB".to_owned())?;
+    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown size unit {other:?} (use B, KiB, MiB, GiB, KB, MB, GB)"
+            ))
+        }
+    };
+    number
+        .checked_mul(multiplier)
+        .ok_or_else(|| "size too large".to_owned())
 }
 
 /// A duration as whole milliseconds (saturating: nobody waits 584 million years).
@@ -55,8 +95,23 @@ mod tests {
             parse_duration("3650d"),
             Ok(Duration::from_secs(3650 * 86_400))
         );
-        assert!(parse_duration("30").is_err());
+        assert!(parse_duration("30").unwrap_err().contains("needs a unit"));
         assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("65536"), Ok(65536));
+        assert_eq!(parse_size("64KiB"), Ok(65536));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("1MB"), Ok(1_000_000));
+        assert_eq!(parse_size("2 gib"), Ok(2 << 30));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("1.5MiB").is_err());
+        assert!(parse_size("-1").is_err());
+        assert!(parse_size("99999999999999GiB").is_err());
+        assert!(parse_size("12 parsecs").unwrap_err().contains("unit"));
     }
 
     #[test]

@@ -17,6 +17,7 @@
 
 mod bench;
 mod commands;
+mod config;
 mod duration;
 mod serve;
 
@@ -77,7 +78,7 @@ impl Connection {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the server (HTTP API, dashboard, beanstalkd protocol, push).
-    Serve(Box<delayd_server::config::ServeArgs>),
+    Serve(Box<config::ServeArgs>),
     /// Enqueue a message.
     Put(commands::PutArgs),
     /// Lease (receive) messages and print them.
@@ -140,10 +141,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 ClientError::Api { .. } | ClientError::Decode { .. } => EXIT_API_ERROR,
             };
         }
-        if cause
-            .downcast_ref::<delayd_server::config::ConfigError>()
-            .is_some()
-        {
+        if cause.downcast_ref::<config::ConfigError>().is_some() {
             return EXIT_USAGE;
         }
         if cause.downcast_ref::<UsageError>().is_some() {

@@ -13,11 +13,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use delayd_core::Broker;
-use delayd_server::config::{DurabilitySetting, ServeArgs, ServeConfig, StoreConfig};
 use tokio_util::sync::CancellationToken;
 
+use crate::config::{ServeArgs, ServeConfig, StoreConfig};
+
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let config = delayd_server::config::resolve_from_process(&args)?;
+    let config = crate::config::resolve_from_process(&args)?;
     // Bind before opening the store: beanstalkd clients may connect within
     // ~50 ms of start and wait in the kernel's accept backlog meanwhile.
     let beanstalk_listener = match config.beanstalk {
@@ -92,11 +93,7 @@ async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn Broker>> {
             durability,
         } => {
             let mut local = delayd_local::LocalConfig::new(data_dir);
-            local.durability = match durability {
-                DurabilitySetting::Always => delayd_local::Durability::Always,
-                DurabilitySetting::Interval(every) => delayd_local::Durability::Interval(*every),
-                DurabilitySetting::Never => delayd_local::Durability::Never,
-            };
+            local.durability = *durability;
             if let Some(horizon) = config.horizon {
                 local.horizon_ms = horizon.as_millis().try_into().unwrap_or(u64::MAX);
             }

@@ -1,12 +1,20 @@
-//! delayd's HTTP API (api.md v1) over any [`Broker`], with its
-//! configuration, metrics and graceful shutdown.
+//! delayd's HTTP API (api.md v1) over any [`Broker`]: routes, auth,
+//! metrics, the OpenAPI document and graceful shutdown.
+//!
+//! The crate takes ready-made inputs, an `Arc<dyn Broker>` and
+//! [`ServerOptions`] (limits, tokens, push allowlist), and knows nothing of
+//! stores, files, flags or signals: the `delayd` binary resolves `delayd
+//! serve`'s configuration, opens the store and decides when to stop.
 //!
 //! # Layout
 //! - [`app`] builds the axum router; [`serve_http`] serves it with graceful
-//!   shutdown; [`serve_until`] and [`run`] add the shutdown order (stop
-//!   accepting, drain, shut the broker down) and signal handling.
-//! - `routes`: one file per resource (queues, messages, consume, dead, ops)
-//!   and the OpenAPI document generated from the handlers' annotations.
+//!   shutdown; [`serve_until`] adds the shutdown order (stop accepting,
+//!   drain in-flight requests, shut the broker down) once a caller-given
+//!   future resolves.
+//! - `routes`: one file per resource (queues, messages, consume, dead, ops,
+//!   and `dashboard`: the two read-only endpoints the `/ui` page reads), the
+//!   route table and the OpenAPI document generated from the handlers'
+//!   annotations. The page's files themselves come from `delayd_ui`.
 //! - `wire`: query DTOs; the JSON bodies are `delayd_api`'s (separate from core
 //!   types); `convert`: checks and conversions from DTOs to core requests.
 //! - `extract`: strict JSON/query/path extractors that answer in api.md's
@@ -14,14 +22,12 @@
 //!   code.
 //! - `auth` (bearer tokens, constant time), `metrics` (Prometheus recorder,
 //!   request metrics, queue gauges), `shutdown` (in-flight tracking and the
-//!   shutdown order), the push target allowlist is `delayd_push::PushPolicy`.
-//! - [`config`]: `delayd serve` options: flags, `DELAYD_*` environment, TOML
-//!   file, defaults, in that precedence.
+//!   shutdown order), `options` ([`ServerOptions`]); the push target
+//!   allowlist is `delayd_push::PushPolicy`.
 
 #![forbid(unsafe_code)]
 
 mod auth;
-pub mod config;
 mod convert;
 pub mod error;
 mod extract;
@@ -41,7 +47,6 @@ use axum::Router;
 use delayd_core::Broker;
 use tower_http::trace::TraceLayer;
 
-pub use config::{DurabilitySetting, ServeArgs, ServeConfig, StoreConfig};
 pub use options::{
     ServerOptions, DEFAULT_MAX_BATCH, DEFAULT_MAX_BODY, DEFAULT_MAX_DELAY_MS, DEFAULT_MAX_PAYLOAD,
     DEFAULT_MAX_WAIT_MS,
@@ -55,19 +60,13 @@ use delayd_push::PushPolicy;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        addr: std::net::SocketAddr,
-        source: std::io::Error,
-    },
     #[error("HTTP server failed: {0}")]
     Serve(#[source] std::io::Error),
-    #[error("invalid server options: {0}")]
-    Options(String),
 }
 
 /// The HTTP API over `broker`. Invalid `push_allow` entries are logged and
-/// ignored here (nothing they would allow is allowed); [`run`] refuses them.
+/// ignored here (nothing they would allow is allowed); the `delayd serve`
+/// configuration refuses them before a server is built.
 pub fn app(broker: Arc<dyn Broker>, options: ServerOptions) -> Router {
     build(broker, options).0
 }
@@ -91,12 +90,9 @@ fn build(broker: Arc<dyn Broker>, options: ServerOptions) -> (Router, Arc<InFlig
     // Layers run outside-in from the last added: trace, auth, error bodies,
     // then (per route, where the route template is known) metrics and
     // in-flight tracking.
-    // The dashboard's read-only endpoints sit under /v1 beside the API's,
-    // behind the same auth, metrics and error layers; its page and assets
-    // (/ui) need no token: all data they show comes from /v1.
-    let dashboard_api = delayd_ui::api_router().with_state::<AppState>(state.broker.clone());
+    // The dashboard's page and assets (/ui) need no token: all data they
+    // show comes from /v1.
     let router = routes::router()
-        .merge(dashboard_api)
         .merge(delayd_ui::ui_router().with_state::<AppState>(()))
         .fallback(|| async { error::ApiError::from_status(axum::http::StatusCode::NOT_FOUND) })
         .layer(middleware::from_fn_with_state(
@@ -143,49 +139,4 @@ pub async fn serve_until(
         tracing::error!(%err, "shutdown task failed");
     }
     served.map_err(ServerError::Serve)
-}
-
-/// `delayd serve`'s HTTP part: binds `config.http`, serves until SIGTERM or
-/// SIGINT, shuts down in order, returns `Ok(())` (exit 0).
-pub async fn run(config: ServeConfig, broker: Arc<dyn Broker>) -> Result<(), ServerError> {
-    PushPolicy::new(&config.options.push_allow)
-        .map_err(|err| ServerError::Options(err.to_string()))?;
-    let listener = tokio::net::TcpListener::bind(config.http)
-        .await
-        .map_err(|source| ServerError::Bind {
-            addr: config.http,
-            source,
-        })?;
-    let bound = listener.local_addr().map_err(ServerError::Serve)?;
-    tracing::info!(%bound, "HTTP API listening");
-    serve_until(listener, broker, config.options, termination()).await
-}
-
-/// Resolves on SIGTERM or SIGINT (ctrl-c).
-async fn termination() {
-    let ctrl_c = async {
-        if let Err(err) = tokio::signal::ctrl_c().await {
-            tracing::error!(%err, "cannot listen for ctrl-c");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut stream) => {
-                stream.recv().await;
-            }
-            Err(err) => {
-                tracing::error!(%err, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => tracing::info!("SIGINT received"),
-        () = term => tracing::info!("SIGTERM received"),
-    }
 }

@@ -1,4 +1,7 @@
-//! delayd's web dashboard, served at `/ui` (see docs/dashboard.md).
+//! delayd's web dashboard, served at `/ui` (see docs/dashboard.md): assets
+//! only. The two read-only `/v1` endpoints the dashboard reads beyond
+//! api.md are the HTTP server's (`delayd-server`, `routes::dashboard`), so
+//! this crate depends on no other delayd crate.
 //!
 //! # Layout
 //! - [`assets`]: the dashboard's HTML, CSS and JavaScript (plain ES modules,
@@ -7,11 +10,6 @@
 //!   Content-Security-Policy. The page itself needs no token; everything it
 //!   shows comes from `/v1` with the bearer token it keeps in the browser's
 //!   session storage.
-//! - [`api`]: [`api_router`], the two read-only endpoints the dashboard
-//!   needs beyond api.md (due-time histogram, listing one state); the server
-//!   merges it behind its auth layer.
-//! - [`wire`]: their JSON bodies (message objects exactly as api.md's);
-//!   [`error`]: their failures in api.md's error shape.
 //!
 //! The browser code builds every node with `createElement`/`textContent`,
 //! never `innerHTML` with data: payloads, ids and headers are
@@ -19,11 +17,6 @@
 
 #![forbid(unsafe_code)]
 
-pub mod api;
 pub mod assets;
-pub mod error;
-pub mod wire;
 
-pub use api::api_router;
 pub use assets::{ui_router, CONTENT_SECURITY_POLICY};
-pub use error::ApiError;

@@ -24,19 +24,41 @@ pub async fn list_dead(
     QueuePath(queue): QueuePath,
     StrictQuery(query): StrictQuery<DeadQuery>,
 ) -> ApiResult<Json<MessageList>> {
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+    page(
+        &state,
+        &queue,
+        MessageState::Dead,
+        query.limit,
+        DEFAULT_LIMIT,
+        query.after,
+    )
+    .await
+}
+
+/// One page of a queue's messages in `message_state`: `limit` (1..=1000,
+/// `default` when absent) messages after the message `after`. The dead
+/// list and the dashboard's listing by state.
+pub(super) async fn page(
+    state: &AppState,
+    queue: &delayd_core::QueueName,
+    message_state: MessageState,
+    limit: Option<u32>,
+    default: u32,
+    after: Option<String>,
+) -> ApiResult<Json<MessageList>> {
+    let limit = limit.unwrap_or(default);
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(ApiError::invalid_argument(format!(
             "limit must be 1..={MAX_LIMIT}, got {limit}"
         )));
     }
-    let after = query.after.map(MessageId::new).transpose()?;
+    let after = after.map(MessageId::new).transpose()?;
     let list = ListQuery {
-        state: MessageState::Dead,
+        state: message_state,
         after,
         limit,
     };
-    let messages = state.broker.list(&queue, list).await?;
+    let messages = state.broker.list(queue, list).await?;
     Ok(Json(MessageList {
         messages: messages.into_iter().map(convert::message).collect(),
     }))

@@ -1,12 +1,22 @@
 //! The route table and the OpenAPI document generated from the handlers.
+//!
+//! The router is built from [`api_routes`] only, and every entry there must
+//! appear in [`ApiDoc`] with the same path and method (and nothing else may
+//! appear in it): `openapi_tests` checks both directions against the served
+//! document and the live router, so a route cannot go undocumented.
 
 mod consume;
+mod dashboard;
 mod dead;
 mod messages;
 mod ops;
 mod queues;
 
-use axum::routing::{get, post, put};
+#[cfg(test)]
+mod openapi_tests;
+
+use axum::handler::Handler;
+use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::Router;
 use utoipa::OpenApi;
 
@@ -19,39 +29,114 @@ use crate::state::AppState;
 /// (a waiting lease is not work to finish before shutting the broker down).
 pub const LEASE_ROUTE: &str = "/v1/queues/{queue}/leases";
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/v1/queues", get(queues::list_queues))
-        .route(
-            "/v1/queues/{queue}",
-            put(queues::put_queue)
-                .get(queues::get_queue)
-                .delete(queues::delete_queue),
-        )
-        .route("/v1/queues/{queue}/pause", post(queues::pause))
-        .route("/v1/queues/{queue}/resume", post(queues::resume))
-        .route("/v1/queues/{queue}/messages", post(messages::enqueue))
-        .route("/v1/queues/{queue}/batch", post(messages::batch))
-        .route(
-            "/v1/queues/{queue}/messages/{id}",
-            get(messages::get_message)
-                .delete(messages::cancel)
-                .patch(messages::reschedule),
-        )
-        .route(LEASE_ROUTE, post(consume::lease))
-        .route("/v1/queues/{queue}/messages/{id}/ack", post(consume::ack))
-        .route("/v1/queues/{queue}/acks", post(consume::ack_many))
-        .route("/v1/queues/{queue}/messages/{id}/nack", post(consume::nack))
-        .route(
+/// The HTTP methods the API uses. Our own enum rather than `http::Method`
+/// so that naming a method can never fail (`MethodFilter` has no filter for
+/// extension methods) and the OpenAPI name is at hand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verb {
+    Get,
+    Post,
+    Put,
+    Patch,
+    Delete,
+}
+
+impl Verb {
+    #[cfg(test)]
+    pub const ALL: [Verb; 5] = [Verb::Get, Verb::Post, Verb::Put, Verb::Patch, Verb::Delete];
+
+    fn filter(self) -> MethodFilter {
+        match self {
+            Verb::Get => MethodFilter::GET,
+            Verb::Post => MethodFilter::POST,
+            Verb::Put => MethodFilter::PUT,
+            Verb::Patch => MethodFilter::PATCH,
+            Verb::Delete => MethodFilter::DELETE,
+        }
+    }
+
+    /// The method as an OpenAPI path item names it (lowercase).
+    #[cfg(test)]
+    pub fn openapi_name(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::Post => "post",
+            Verb::Put => "put",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+        }
+    }
+}
+
+/// One route of the API: what the router serves and the document describes.
+pub struct ApiRoute {
+    #[cfg_attr(not(test), expect(dead_code, reason = "read by openapi_tests"))]
+    pub verb: Verb,
+    pub path: &'static str,
+    handler: MethodRouter<AppState>,
+}
+
+impl ApiRoute {
+    fn new<H, T>(verb: Verb, path: &'static str, handler: H) -> Self
+    where
+        H: Handler<T, AppState>,
+        T: 'static,
+    {
+        Self {
+            verb,
+            path,
+            handler: on(verb.filter(), handler),
+        }
+    }
+}
+
+/// Every API route. Add a route here (and its handler to [`ApiDoc`]'s
+/// `paths`), never with `Router::route` elsewhere.
+pub fn api_routes() -> Vec<ApiRoute> {
+    use Verb::{Delete, Get, Patch, Post, Put};
+    const QUEUE: &str = "/v1/queues/{queue}";
+    const MESSAGES: &str = "/v1/queues/{queue}/messages";
+    const MESSAGE: &str = "/v1/queues/{queue}/messages/{id}";
+    vec![
+        ApiRoute::new(Get, "/v1/queues", queues::list_queues),
+        ApiRoute::new(Put, QUEUE, queues::put_queue),
+        ApiRoute::new(Get, QUEUE, queues::get_queue),
+        ApiRoute::new(Delete, QUEUE, queues::delete_queue),
+        ApiRoute::new(Post, "/v1/queues/{queue}/pause", queues::pause),
+        ApiRoute::new(Post, "/v1/queues/{queue}/resume", queues::resume),
+        ApiRoute::new(Post, MESSAGES, messages::enqueue),
+        ApiRoute::new(Post, "/v1/queues/{queue}/batch", messages::batch),
+        ApiRoute::new(Get, MESSAGE, messages::get_message),
+        ApiRoute::new(Delete, MESSAGE, messages::cancel),
+        ApiRoute::new(Patch, MESSAGE, messages::reschedule),
+        ApiRoute::new(Post, LEASE_ROUTE, consume::lease),
+        ApiRoute::new(Post, "/v1/queues/{queue}/messages/{id}/ack", consume::ack),
+        ApiRoute::new(Post, "/v1/queues/{queue}/acks", consume::ack_many),
+        ApiRoute::new(Post, "/v1/queues/{queue}/messages/{id}/nack", consume::nack),
+        ApiRoute::new(
+            Post,
             "/v1/queues/{queue}/messages/{id}/extend",
-            post(consume::extend),
-        )
-        .route("/v1/queues/{queue}/dead", get(dead::list_dead))
-        .route("/v1/queues/{queue}/dead/redrive", post(dead::redrive))
-        .route("/healthz", get(ops::healthz))
-        .route("/readyz", get(ops::readyz))
-        .route("/metrics", get(ops::metrics))
-        .route("/openapi.json", get(ops::openapi))
+            consume::extend,
+        ),
+        ApiRoute::new(Get, "/v1/queues/{queue}/dead", dead::list_dead),
+        ApiRoute::new(Post, "/v1/queues/{queue}/dead/redrive", dead::redrive),
+        ApiRoute::new(Get, MESSAGES, dashboard::list_messages),
+        ApiRoute::new(Get, "/v1/queues/{queue}/histogram", dashboard::histogram),
+        ApiRoute::new(Get, "/healthz", ops::healthz),
+        ApiRoute::new(Get, "/readyz", ops::readyz),
+        ApiRoute::new(Get, "/metrics", ops::metrics),
+        ApiRoute::new(Get, "/openapi.json", ops::openapi),
+    ]
+}
+
+/// The router of [`api_routes`]. Routes sharing a path are merged by axum
+/// into one method router (another method on it answers 405).
+pub fn router() -> Router<AppState> {
+    api_routes()
+        .into_iter()
+        .fold(Router::new(), |router, route| {
+            router.route(route.path, route.handler)
+        })
 }
 
 #[derive(OpenApi)]
@@ -64,6 +149,7 @@ pub fn router() -> Router<AppState> {
         messages::reschedule,
         consume::lease, consume::ack, consume::ack_many, consume::nack, consume::extend,
         dead::list_dead, dead::redrive,
+        dashboard::histogram, dashboard::list_messages,
         ops::healthz, ops::readyz, ops::metrics, ops::openapi,
     ),
     components(schemas(
@@ -76,6 +162,7 @@ pub fn router() -> Router<AppState> {
         wire::AckItem, wire::AckResult, wire::AckResults,
         wire::NackBody, wire::ExtendBody, wire::Extended, wire::RedriveBody,
         wire::Redriven, wire::Status,
+        delayd_api::Histogram, dashboard::StateParam,
     )),
     modifiers(&BearerAuth),
     security(("bearer" = [])),

@@ -5,14 +5,22 @@
 //!
 //! Values from every source go through the same parsers as strings, so a bad
 //! value gets the same error wherever it came from, and the error names the
-//! source.
+//! source. Durations and sizes use the CLI's one parser (`crate::duration`).
+//!
+//! This lives in the binary, which owns the process, rather than in the HTTP
+//! crate: the result picks a store (`delayd_local` or `delayd_redis`), the
+//! beanstalkd address and the horizon, none of which the HTTP API knows of;
+//! the API only gets the ready-made [`ServerOptions`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::options::ServerOptions;
+use delayd_local::Durability;
+use delayd_server::ServerOptions;
+
+use crate::duration::{parse_duration, parse_size};
 
 const DEFAULT_HTTP: &str = "127.0.0.1:7070";
 const DEFAULT_BEANSTALK: &str = "127.0.0.1:11300";
@@ -89,23 +97,11 @@ pub struct ServeConfig {
 pub enum StoreConfig {
     Local {
         data_dir: PathBuf,
-        durability: DurabilitySetting,
+        durability: Durability,
     },
     Redis {
         urls: Vec<String>,
     },
-}
-
-/// When acknowledged writes reach the disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DurabilitySetting {
-    /// fsync before answering (group commit). Nothing acknowledged is lost.
-    Always,
-    /// fsync at this interval; a crash may lose what was acknowledged in
-    /// the last interval.
-    Interval(Duration),
-    /// Leave flushing to the OS; a crash may lose recent writes.
-    Never,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -431,9 +427,9 @@ fn store(layers: &Layers) -> Result<StoreConfig, ConfigError> {
         parse_duration,
     )?;
     let durability = layers.parse("durability", "always", |v| match v {
-        "always" => Ok(DurabilitySetting::Always),
-        "interval" => Ok(DurabilitySetting::Interval(interval)),
-        "never" => Ok(DurabilitySetting::Never),
+        "always" => Ok(Durability::Always),
+        "interval" => Ok(Durability::Interval(interval)),
+        "never" => Ok(Durability::Never),
         _ => Err("expected always, interval or never".to_owned()),
     })?;
     Ok(StoreConfig::Local {
@@ -461,48 +457,12 @@ fn parse_bool(value: &str) -> Result<bool, String> {
     }
 }
 
-/// A duration with a unit: `250ms`, `30s`, `48h`, `3650d`, `1h 30m`.
-pub fn parse_duration(value: &str) -> Result<Duration, String> {
-    let value = value.trim();
-    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-        return Err("a duration needs a unit, e.g. 250ms, 30s, 48h, 3650d".into());
-    }
-    humantime::parse_duration(value).map_err(|err| format!("not a duration ({err})"))
-}
-
-/// A size in bytes: `65536`, `64KiB`, `1MiB`, `1MB`, `2GiB`, `1 kb`. Units
-/// are case-insensitive; `KB`/`MB`/`GB` are powers of 1000, `KiB`/`MiB`/`GiB`
-/// powers of 1024.
-pub fn parse_size(value: &str) -> Result<u64, String> {
-    let value = value.trim();
-    let split = value
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(value.len());
-    let (digits, unit) = value.split_at(split);
-    let number: u64 = digits
-        .parse()
-        .map_err(|_| "not a size: expected a whole number of bytes or e.g. 1MiB".to_owned())?;
-    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        "kib" => 1 << 10,
-        "mib" => 1 << 20,
-        "gib" => 1 << 30,
-        other => {
-            return Err(format!(
-                "unknown size unit {other:?} (use B, KiB, MiB, GiB, KB, MB, GB)"
-            ))
-        }
-    };
-    number
-        .checked_mul(multiplier)
-        .ok_or_else(|| "size too large".to_owned())
-}
-
 /// `resolve` with the process environment, for convenience in binaries.
 pub fn resolve_from_process(args: &ServeArgs) -> Result<ServeConfig, ConfigError> {
     let env: HashMap<String, String> = std::env::vars().collect();
     ServeConfig::resolve(args, env)
 }
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

@@ -1,13 +1,15 @@
 //! `delayd serve` option resolution: flags > DELAYD_* env > TOML file >
-//! defaults, and clear errors for bad values.
+//! defaults, and clear errors for bad values. (The parsers of durations and
+//! sizes are tested beside them, in `crate::duration`.)
 
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::time::Duration;
 
 use clap::Parser;
-use delayd_server::config::{parse_duration, parse_size, ConfigError};
-use delayd_server::{DurabilitySetting, ServeArgs, ServeConfig, StoreConfig};
+use delayd_local::Durability;
+
+use super::{ConfigError, ServeArgs, ServeConfig, StoreConfig};
 
 #[derive(Parser)]
 struct Cli {
@@ -45,7 +47,7 @@ fn defaults() {
         c.store,
         StoreConfig::Local {
             data_dir: "./delayd-data".into(),
-            durability: DurabilitySetting::Always
+            durability: Durability::Always
         }
     );
     assert_eq!(c.options, delayd_server::ServerOptions::default());
@@ -127,7 +129,7 @@ fn stores_and_durability() {
         c.store,
         StoreConfig::Local {
             data_dir: "/tmp/x".into(),
-            durability: DurabilitySetting::Interval(Duration::from_millis(50))
+            durability: Durability::Interval(Duration::from_millis(50))
         }
     );
     let e = env(&[
@@ -137,7 +139,7 @@ fn stores_and_durability() {
     let c =
         ServeConfig::resolve(&args(&["--horizon", "5m", "--push-allow", "10.0.0.0/8"]), e).unwrap();
     assert!(
-        matches!(c.store, StoreConfig::Local { durability: DurabilitySetting::Interval(d), .. } if d == Duration::from_secs(1))
+        matches!(c.store, StoreConfig::Local { durability: Durability::Interval(d), .. } if d == Duration::from_secs(1))
     );
     assert_eq!(c.horizon, Some(Duration::from_secs(300)));
     assert_eq!(c.push_allow, vec!["10.0.0.0/8"]);
@@ -150,7 +152,7 @@ fn stores_and_durability() {
     assert!(matches!(
         c.store,
         StoreConfig::Local {
-            durability: DurabilitySetting::Never,
+            durability: Durability::Never,
             ..
         }
     ));
@@ -206,26 +208,4 @@ fn bad_values_give_clear_errors() {
     let err =
         ServeConfig::resolve(&args(&["--config", "/no/such/file.toml"]), env(&[])).unwrap_err();
     assert!(matches!(err, ConfigError::ReadFile { .. }), "{err}");
-}
-
-#[test]
-fn sizes_and_durations() {
-    assert_eq!(parse_size("65536"), Ok(65536));
-    assert_eq!(parse_size("64KiB"), Ok(65536));
-    assert_eq!(parse_size("1MiB"), Ok(1 << 20));
-    assert_eq!(parse_size("1MB"), Ok(1_000_000));
-    assert_eq!(parse_size("2 gib"), Ok(2 << 30));
-    assert!(parse_size("").is_err());
-    assert!(parse_size("1.5MiB").is_err());
-    assert!(parse_size("-1").is_err());
-    assert!(parse_size("99999999999999GiB").is_err());
-    assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-    assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-    assert_eq!(parse_duration("48h"), Ok(Duration::from_secs(48 * 3600)));
-    assert_eq!(
-        parse_duration("3650d"),
-        Ok(Duration::from_secs(3650 * 86400))
-    );
-    assert!(parse_duration("soon").is_err());
-    assert!(parse_duration("10").is_err());
 }

@@ -1,5 +1,5 @@
-//! The dashboard's endpoints (`api_router`) against a `ModelBroker` holding
-//! known data: exact histogram counts per bucket, listing by state with
+//! The dashboard's two endpoints (`routes::dashboard`) against a
+//! `ModelBroker` holding known data: exact histogram counts per bucket, listing by state with
 //! paging, and api.md error bodies for bad parameters.
 
 use std::sync::Arc;
@@ -22,7 +22,7 @@ struct Server {
 
 impl Server {
     async fn start(broker: Arc<dyn Broker>) -> Self {
-        let app = delayd_ui::api_router().with_state(broker.clone());
+        let app = delayd_server::app(broker.clone(), delayd_server::ServerOptions::default());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });

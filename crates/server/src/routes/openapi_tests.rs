@@ -1,0 +1,122 @@
+//! The served `/openapi.json` and the router cannot drift apart: every route
+//! of the table is documented with its method and every documented
+//! operation is in the table (one test), and the live router answers every
+//! documented operation and refuses every other method on those paths with
+//! 405 (another). The dashboard's files (`/ui`) are not API routes and are
+//! in neither.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use axum::Router;
+use delayd_core::testkit::ModelBroker;
+use serde_json::Value;
+use tower::ServiceExt as _;
+
+use super::{api_routes, Verb};
+use crate::ServerOptions;
+
+/// (path template, lowercase method), as OpenAPI names operations.
+type Operations = BTreeSet<(String, String)>;
+
+fn app() -> Router {
+    crate::app(Arc::new(ModelBroker::new()), ServerOptions::default())
+}
+
+async fn call(app: &Router, method: Method, uri: &str) -> (StatusCode, Value) {
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .body(Body::empty())
+        .expect("a valid request");
+    let response = app.clone().oneshot(request).await.expect("infallible");
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .expect("a readable body");
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+fn table() -> Operations {
+    api_routes()
+        .iter()
+        .map(|r| (r.path.to_owned(), r.verb.openapi_name().to_owned()))
+        .collect()
+}
+
+/// Every operation of the served document, whatever its method.
+async fn documented(app: &Router) -> Operations {
+    let (status, document) = call(app, Method::GET, "/openapi.json").await;
+    assert_eq!(status, StatusCode::OK);
+    let paths = document["paths"].as_object().expect("a paths object");
+    let mut operations = Operations::new();
+    for (path, item) in paths {
+        let item = item.as_object().expect("a path item");
+        for method in [
+            "get", "put", "post", "delete", "options", "head", "patch", "trace",
+        ] {
+            if item.contains_key(method) {
+                operations.insert((path.clone(), method.to_owned()));
+            }
+        }
+    }
+    operations
+}
+
+#[tokio::test]
+async fn served_document_describes_exactly_the_route_table() {
+    let documented = documented(&app()).await;
+    let table = table();
+    let undocumented: Vec<_> = table.difference(&documented).collect();
+    let unserved: Vec<_> = documented.difference(&table).collect();
+    assert!(
+        undocumented.is_empty() && unserved.is_empty(),
+        "routes without documentation (add the handler to ApiDoc's paths): {undocumented:?}; \
+         documented but not routed: {unserved:?}"
+    );
+}
+
+/// A path template with its parameters filled in.
+fn concrete(template: &str) -> String {
+    template.replace("{queue}", "q").replace("{id}", "m")
+}
+
+fn method(verb: Verb) -> Method {
+    match verb {
+        Verb::Get => Method::GET,
+        Verb::Post => Method::POST,
+        Verb::Put => Method::PUT,
+        Verb::Patch => Method::PATCH,
+        Verb::Delete => Method::DELETE,
+    }
+}
+
+#[tokio::test]
+async fn router_answers_documented_operations_and_refuses_other_methods() {
+    let app = app();
+    let documented = documented(&app).await;
+    let paths: BTreeSet<&String> = documented.iter().map(|(path, _)| path).collect();
+    for path in paths {
+        for verb in Verb::ALL {
+            let uri = concrete(path);
+            let (status, body) = call(&app, method(verb), &uri).await;
+            let is_documented = documented.contains(&(path.clone(), verb.openapi_name().into()));
+            let what = format!("{verb:?} {uri}: {status} {body}");
+            if is_documented {
+                assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{what}");
+                assert_ne!(body["error"]["code"], "not_found", "no route: {what}");
+            } else {
+                assert_eq!(
+                    status,
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "undocumented: {what}"
+                );
+            }
+        }
+    }
+}
