@@ -193,3 +193,36 @@ pub async fn wait_healthy(http: &reqwest::Client, server: &Server) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Runs `delayd ARGS --server URL` to completion, with no `DELAYD_*`
+/// variable from the environment and stdin closed.
+pub fn delayd_cli(url: &str, args: &[&str]) -> std::process::Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_delayd"));
+    command.args(args).args(["--server", url]);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("DELAYD_") {
+            command.env_remove(name);
+        }
+    }
+    command
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the delayd binary")
+}
+
+/// The stdout of a run that must have succeeded.
+pub fn expect_ok(output: &std::process::Output) -> String {
+    assert!(
+        output.status.success(),
+        "exit {:?}, stderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The stdout of a run that must have succeeded, parsed as one JSON value.
+pub fn expect_json(output: &std::process::Output) -> serde_json::Value {
+    let text = expect_ok(output);
+    serde_json::from_str(&text).unwrap_or_else(|err| panic!("not JSON ({err}): {text}"))
+}
