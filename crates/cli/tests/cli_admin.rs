@@ -7,23 +7,14 @@ mod common;
 
 use serde_json::Value;
 
-use common::{delayd_cli, expect_json, expect_ok, Server};
+use common::{delayd_cli, expect_json, expect_ok, local_serve_args, Server};
 
 /// A fresh server (push allowed to loopback, so `queue set --push-url`
 /// can be exercised), its data directory and its base URL.
 fn start() -> (Server, tempfile::TempDir, String) {
     let data = tempfile::tempdir().expect("temp dir");
-    let dir = data.path().to_str().expect("utf-8 temp path").to_owned();
-    let args = [
-        "--http",
-        "127.0.0.1:0",
-        "--beanstalk",
-        "off",
-        "--data",
-        &dir,
-        "--push-allow",
-        "127.0.0.1",
-    ];
+    let dir = data.path().to_str().expect("utf-8 temp path");
+    let args = local_serve_args(dir, &["--push-allow", "127.0.0.1"]);
     let server = Server::start_with(&args, None, &[]);
     let url = server.url("");
     (server, data, url)

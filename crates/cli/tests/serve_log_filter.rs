@@ -9,7 +9,7 @@ use std::io::{BufRead as _, BufReader};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{serve_command, strip_ansi, Proc};
+use common::{local_serve_args, serve_command, strip_ansi, Proc};
 
 /// Starts `delayd serve` with `extra` arguments and `env`, `RUST_LOG` as
 /// given (removed when `None`), and returns its stderr lines up to and
@@ -17,9 +17,7 @@ use common::{serve_command, strip_ansi, Proc};
 fn startup_log(extra: &[&str], env: &[(&str, String)], rust_log: Option<&str>) -> Vec<String> {
     let data = tempfile::tempdir().expect("temp dir");
     let dir = data.path().to_str().expect("utf-8 temp path");
-    let mut args = vec!["--http", "127.0.0.1:0", "--beanstalk", "off", "--data", dir];
-    args.extend_from_slice(extra);
-    let mut command = serve_command(&args, None, env);
+    let mut command = serve_command(&local_serve_args(dir, extra), None, env);
     match rust_log {
         Some(filter) => command.env("RUST_LOG", filter),
         None => command.env_remove("RUST_LOG"),

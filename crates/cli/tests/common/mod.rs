@@ -57,19 +57,26 @@ pub fn serve_command(args: &[&str], cwd: Option<&Path>, env: &[(&str, String)]) 
     command
 }
 
+/// `serve` arguments for a test: an ephemeral HTTP port, no beanstalkd
+/// listener, the embedded store in `data`, then `extra`.
+pub fn local_serve_args<'a>(data: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "--http",
+        "127.0.0.1:0",
+        "--beanstalk",
+        "off",
+        "--data",
+        data,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 impl Server {
     /// Starts `delayd serve --http 127.0.0.1:0 --beanstalk off --data DIR`.
     pub fn start(data: &Path) -> Server {
         let data = data.to_str().unwrap();
-        let args = [
-            "--http",
-            "127.0.0.1:0",
-            "--beanstalk",
-            "off",
-            "--data",
-            data,
-        ];
-        Server::start_with(&args, None, &[])
+        Server::start_with(&local_serve_args(data, &[]), None, &[])
     }
 
     /// Starts `delayd serve ARGS` in `cwd` with `env` (and no other
