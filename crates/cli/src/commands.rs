@@ -11,6 +11,7 @@ use delayd_client::{AckItem, LeaseOptions, Leased, NewMessage, Payload, Queue};
 use serde_json::json;
 
 use crate::duration::{millis, parse_at, parse_duration};
+use crate::output::{outln, print_json};
 use crate::{Connection, UsageError};
 
 #[derive(Debug, Args)]
@@ -77,19 +78,19 @@ pub async fn put(args: PutArgs) -> anyhow::Result<()> {
     message.headers = args.headers.into_iter().collect();
     let done = client.enqueue(&args.queue, &message).await?;
     if args.conn.json {
-        println!("{}", serde_json::to_string(&done)?);
+        print_json(&done)?;
     } else {
         let what = if done.created {
             "enqueued"
         } else {
             "already live (unchanged)"
         };
-        println!(
+        outln!(
             "{what}: id {} seq {} deliver_at {}",
             done.id,
             done.seq,
             format_time(done.deliver_at)
-        );
+        )?;
     }
     Ok(())
 }
@@ -122,14 +123,13 @@ pub async fn get(args: GetArgs) -> anyhow::Result<()> {
     };
     let messages = client.lease(&args.queue, options).await?;
     if args.conn.json {
-        println!(
-            "{}",
-            serde_json::to_string(&json!({ "messages": messages }))?
-        );
+        print_json(&json!({ "messages": messages }))?;
     } else if messages.is_empty() {
         eprintln!("no message ready in {}", args.queue);
     } else {
-        messages.iter().for_each(print_delivery);
+        for message in &messages {
+            print_delivery(message)?;
+        }
     }
     if args.ack {
         for message in &messages {
@@ -142,23 +142,27 @@ pub async fn get(args: GetArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_delivery(message: &Leased) {
-    println!(
+fn print_delivery(message: &Leased) -> anyhow::Result<()> {
+    outln!(
         "id {}  lease_id {}  attempt {}  deliver_at {}",
         message.id,
         message.lease_id,
         message.attempt,
         format_time(message.deliver_at)
-    );
-    match &message.payload {
-        Payload::Text(text) => println!("{text}"),
-        Payload::Binary(bytes) => {
-            println!(
-                "(binary, base64) {}",
-                delayd_client::wire::encode_base64(bytes)
-            )
-        }
+    )?;
+    print_payload(&message.payload)
+}
+
+/// The payload on its own line: as text, or base64 when it is not UTF-8.
+pub fn print_payload(payload: &Payload) -> anyhow::Result<()> {
+    match payload {
+        Payload::Text(text) => outln!("{text}")?,
+        Payload::Binary(bytes) => outln!(
+            "(binary, base64) {}",
+            delayd_client::wire::encode_base64(bytes)
+        )?,
     }
+    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -200,9 +204,9 @@ pub async fn ack(args: AckArgs) -> anyhow::Result<()> {
                 failed += 1;
                 if args.conn.json {
                     let line = json!({"id": item.id, "error": {"code": error.code, "message": error.message}});
-                    println!("{}", serde_json::to_string(&line)?);
+                    print_json(&line)?;
                 } else {
-                    println!("failed {} {}: {}", item.id, error.code, error.message);
+                    outln!("failed {} {}: {}", item.id, error.code, error.message)?;
                 }
             }
         }
@@ -250,12 +254,9 @@ pub async fn cancel(args: CancelArgs) -> anyhow::Result<()> {
 
 fn report_done(conn: &Connection, what: &str, id: &str) -> anyhow::Result<()> {
     if conn.json {
-        println!(
-            "{}",
-            serde_json::to_string(&json!({ "id": id, what: true }))?
-        );
+        print_json(&json!({ "id": id, what: true }))?;
     } else {
-        println!("{what} {id}");
+        outln!("{what} {id}")?;
     }
     Ok(())
 }
@@ -269,9 +270,9 @@ pub struct QueuesArgs {
 pub async fn queues(args: QueuesArgs) -> anyhow::Result<()> {
     let queues = args.conn.client()?.list_queues().await?;
     if args.conn.json {
-        println!("{}", serde_json::to_string(&json!({ "queues": queues }))?);
+        print_json(&json!({ "queues": queues }))?;
     } else {
-        print!("{}", queue_table(&queues));
+        outln!("{}", queue_table(&queues).trim_end())?;
     }
     Ok(())
 }
@@ -330,29 +331,46 @@ pub struct StatsArgs {
 pub async fn stats(args: StatsArgs) -> anyhow::Result<()> {
     let queue = args.conn.client()?.get_queue(&args.queue).await?;
     if args.conn.json {
-        println!("{}", serde_json::to_string(&queue)?);
-        return Ok(());
+        return print_json(&queue);
     }
+    print_queue(&queue)
+}
+
+/// A queue's name, pause state, counts and config, one item a line.
+pub fn print_queue(queue: &Queue) -> anyhow::Result<()> {
     let (c, s) = (&queue.config, queue.stats);
-    println!("queue      {}", queue.name);
-    println!("paused     {}", if queue.paused { "yes" } else { "no" });
-    println!(
+    outln!("queue      {}", queue.name)?;
+    outln!("paused     {}", if queue.paused { "yes" } else { "no" })?;
+    outln!(
         "scheduled  {}\nready      {}\nleased     {}\ndead       {}",
-        s.scheduled, s.ready, s.leased, s.dead
-    );
-    println!(
+        s.scheduled,
+        s.ready,
+        s.leased,
+        s.dead
+    )?;
+    outln!(
         "lease      {}ms\nattempts   {} max",
-        c.lease_ms, c.max_attempts
-    );
-    println!(
+        c.lease_ms,
+        c.max_attempts
+    )?;
+    outln!(
         "retry      {}ms x{} up to {}ms",
-        c.retry.initial_ms, c.retry.multiplier, c.retry.max_ms
-    );
+        c.retry.initial_ms,
+        c.retry.multiplier,
+        c.retry.max_ms
+    )?;
     if let Some(push) = &c.push {
-        println!(
-            "push       {} (timeout {}ms, concurrency {})",
-            push.url, push.timeout_ms, push.concurrency
-        );
+        outln!(
+            "push       {} (timeout {}ms, concurrency {}, {})",
+            push.url,
+            push.timeout_ms,
+            push.concurrency,
+            if push.secret_set {
+                "signed"
+            } else {
+                "unsigned"
+            }
+        )?;
     }
     Ok(())
 }

@@ -6,24 +6,38 @@
 //!   failures to exit codes.
 //! - `commands`: one function per people-facing subcommand (put, get, ack,
 //!   nack, cancel, queues, stats).
-//! - `duration`: human durations (`250ms`, `30s`, `3650d`) and `--at` times.
+//! - `admin`: operator subcommands (dead, redrive, pause, resume,
+//!   reschedule, queue show/list/set, delete-queue).
+//! - `completions`: shell completion scripts generated from the grammar.
+//! - `logging`: `serve`'s log filter and `--log-format`.
+//! - `output`: stdout writes that survive a closed pipe; JSON errors.
+//! - `config`: `delayd serve`'s configuration (flags, `DELAYD_*`
+//!   environment, TOML file, precedence, validation); `serve` opens the
+//!   store it selects and runs the listeners until a signal.
+//! - `duration`: the one parser of human durations (`250ms`, `30s`,
+//!   `3650d`), sizes (`1MiB`) and `--at` times.
 //! - `bench`: the load generator (`delayd bench`), with its accounting in
 //!   `bench::tally` and its report in `bench::report`.
 //!
 //! Exit codes: 0 success, 1 the server answered an error, 2 bad usage
-//! (clap's own code), 3 the server could not be reached.
+//! (clap's own code), 3 the server could not be reached, 141 stdout was
+//! closed by its reader (`delayd queues | head -1`).
 
 #![forbid(unsafe_code)]
 
+mod admin;
 mod bench;
 mod commands;
+mod completions;
 mod config;
 mod duration;
+mod logging;
+mod output;
 mod serve;
 
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 use delayd_client::{Client, ClientError};
 
 /// Exit code when the server answered with an error.
@@ -42,6 +56,16 @@ const EXIT_UNREACHABLE: u8 = 3;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log format of `serve`: `text` or `json` (one object per line).
+    #[arg(
+        long,
+        global = true,
+        env = "DELAYD_LOG_FORMAT",
+        value_enum,
+        value_name = "FORMAT",
+        default_value_t
+    )]
+    log_format: logging::LogFormat,
 }
 
 /// Options every client subcommand takes (flattened into each one rather
@@ -95,24 +119,16 @@ enum Command {
     Stats(commands::StatsArgs),
     /// Load-test a running server and report lateness, losses, duplicates.
     Bench(bench::BenchArgs),
+    #[command(flatten)]
+    Admin(admin::AdminCommand),
+    /// Print a shell completion script (bash, zsh, fish, ...).
+    Completions(completions::CompletionsArgs),
 }
 
-/// Structured logs on stderr for `serve`; `RUST_LOG` filters (default
-/// `info`).
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // A second initialisation (tests) is harmless: keep the first.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
-async fn run(command: Command) -> anyhow::Result<()> {
-    match command {
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
         Command::Serve(args) => {
-            init_logging();
+            logging::init(cli.log_format);
             serve::run(*args).await
         }
         Command::Put(args) => commands::put(args).await,
@@ -123,6 +139,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Queues(args) => commands::queues(args).await,
         Command::Stats(args) => commands::stats(args).await,
         Command::Bench(args) => bench::run(args).await,
+        Command::Admin(command) => admin::run(command).await,
+        Command::Completions(args) => completions::run(args, Cli::command()),
     }
 }
 
@@ -174,7 +192,9 @@ fn describe(err: &anyhow::Error) -> String {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let json = output::wants_json(&matches);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -185,11 +205,24 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_API_ERROR);
         }
     };
-    match runtime.block_on(run(cli.command)) {
+    match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("delayd: error: {}", describe(&err));
-            ExitCode::from(exit_code(&err))
-        }
+        Err(err) => report(&err, json),
     }
+}
+
+/// Prints `err` on stderr (as a JSON error object with `--json`) and picks
+/// the exit code; a reader that closed stdout gets no message at all.
+fn report(err: &anyhow::Error, json: bool) -> ExitCode {
+    if output::stdout_closed(err) {
+        return ExitCode::from(output::EXIT_STDOUT_CLOSED);
+    }
+    let code = exit_code(err);
+    let description = describe(err);
+    if json {
+        eprintln!("{}", output::error_json(err, &description, code));
+    } else {
+        eprintln!("delayd: error: {description}");
+    }
+    ExitCode::from(code)
 }

@@ -263,9 +263,9 @@ fn build_report(
 
 fn print_report(report: &Report, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string(report)?);
+        crate::output::print_json(report)?;
     } else {
-        print!("{}", report.table());
+        crate::output::outln!("{}", report.table().trim_end())?;
     }
     Ok(())
 }

@@ -57,19 +57,26 @@ pub fn serve_command(args: &[&str], cwd: Option<&Path>, env: &[(&str, String)]) 
     command
 }
 
+/// `serve` arguments for a test: an ephemeral HTTP port, no beanstalkd
+/// listener, the embedded store in `data`, then `extra`.
+pub fn local_serve_args<'a>(data: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "--http",
+        "127.0.0.1:0",
+        "--beanstalk",
+        "off",
+        "--data",
+        data,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 impl Server {
     /// Starts `delayd serve --http 127.0.0.1:0 --beanstalk off --data DIR`.
     pub fn start(data: &Path) -> Server {
         let data = data.to_str().unwrap();
-        let args = [
-            "--http",
-            "127.0.0.1:0",
-            "--beanstalk",
-            "off",
-            "--data",
-            data,
-        ];
-        Server::start_with(&args, None, &[])
+        Server::start_with(&local_serve_args(data, &[]), None, &[])
     }
 
     /// Starts `delayd serve ARGS` in `cwd` with `env` (and no other
@@ -192,4 +199,37 @@ pub async fn wait_healthy(http: &reqwest::Client, server: &Server) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Runs `delayd ARGS --server URL` to completion, with no `DELAYD_*`
+/// variable from the environment and stdin closed.
+pub fn delayd_cli(url: &str, args: &[&str]) -> std::process::Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_delayd"));
+    command.args(args).args(["--server", url]);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("DELAYD_") {
+            command.env_remove(name);
+        }
+    }
+    command
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the delayd binary")
+}
+
+/// The stdout of a run that must have succeeded.
+pub fn expect_ok(output: &std::process::Output) -> String {
+    assert!(
+        output.status.success(),
+        "exit {:?}, stderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The stdout of a run that must have succeeded, parsed as one JSON value.
+pub fn expect_json(output: &std::process::Output) -> serde_json::Value {
+    let text = expect_ok(output);
+    serde_json::from_str(&text).unwrap_or_else(|err| panic!("not JSON ({err}): {text}"))
 }
