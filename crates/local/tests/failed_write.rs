@@ -85,17 +85,16 @@ async fn assert_all_present(dir: &std::path::Path, ids: &[String]) -> LocalBroke
     broker
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failed_commit_refuses_writes_then_reopens_in_process() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let faults = FaultPlan {
-        fail_commit: Some(5),
-        ..FaultPlan::default()
-    };
-    let broker = open(dir.path(), faults).await;
-    let (mut acknowledged, failed) = enqueue_until_failure(&broker, 20).await;
-    // Right after the failure (the reopen waits a moment first) every
-    // write is refused, reads go on.
+/// Opens a broker with `faults`, enqueues until the planned failure, checks
+/// that writes are refused and reads go on right after it (the reopen
+/// waits a moment first), and waits for the reopen. Returns the broker,
+/// the acknowledged ids and the id whose call failed.
+async fn fail_and_heal(
+    dir: &std::path::Path,
+    faults: FaultPlan,
+) -> (LocalBroker, Vec<String>, MessageId) {
+    let broker = open(dir, faults).await;
+    let (acknowledged, failed) = enqueue_until_failure(&broker, 20).await;
     let refused = enqueue(&broker, "refused").await;
     assert!(
         matches!(refused, Err(BrokerError::Unavailable { .. })),
@@ -104,8 +103,19 @@ async fn failed_commit_refuses_writes_then_reopens_in_process() {
     assert!(broker.ready().await.is_err());
     let first = MessageId::new(acknowledged[0].as_str()).expect("valid id");
     assert!(broker.get(&queue(), &first).await.is_ok());
-
     wait_healed(&broker).await;
+    let failed = MessageId::new(failed.as_str()).expect("valid id");
+    (broker, acknowledged, failed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_commit_refuses_writes_then_reopens_in_process() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let faults = FaultPlan {
+        fail_commit: Some(5),
+        ..FaultPlan::default()
+    };
+    let (broker, mut acknowledged, failed) = fail_and_heal(dir.path(), faults).await;
     for i in 0..5 {
         let id = format!("b{i}");
         enqueue(&broker, &id)
@@ -114,16 +124,15 @@ async fn failed_commit_refuses_writes_then_reopens_in_process() {
         acknowledged.push(id);
     }
     // The failed group never reached the engine: it is gone in process.
-    let failed_id = MessageId::new(failed.as_str()).expect("valid id");
     assert!(matches!(
-        broker.get(&queue(), &failed_id).await,
+        broker.get(&queue(), &failed).await,
         Err(BrokerError::MessageNotFound { .. })
     ));
     broker.shutdown().await.expect("shutdown");
     drop(broker);
 
     let reopened = assert_all_present(dir.path(), &acknowledged).await;
-    assert!(reopened.get(&queue(), &failed_id).await.is_err());
+    assert!(reopened.get(&queue(), &failed).await.is_err());
     let stats = reopened.get_queue(&queue()).await.expect("queue").stats;
     assert_eq!(stats.ready, acknowledged.len() as u64, "{stats:?}");
     reopened.shutdown().await.expect("shutdown");
@@ -136,15 +145,7 @@ async fn failed_fsync_refuses_writes_and_loses_nothing_acknowledged() {
         fail_fsync: Some(3),
         ..FaultPlan::default()
     };
-    let broker = open(dir.path(), faults).await;
-    let (mut acknowledged, _maybe) = enqueue_until_failure(&broker, 20).await;
-    let refused = enqueue(&broker, "refused").await;
-    assert!(
-        matches!(refused, Err(BrokerError::Unavailable { .. })),
-        "{refused:?}"
-    );
-
-    wait_healed(&broker).await;
+    let (broker, mut acknowledged, _maybe_applied) = fail_and_heal(dir.path(), faults).await;
     enqueue(&broker, "after").await.expect("writes resume");
     acknowledged.push("after".into());
     broker.shutdown().await.expect("shutdown");
