@@ -245,7 +245,9 @@ pub(crate) async fn create_queue(
 /// The reply for a broker error: a job or tube that is gone (or not in the
 /// right state, or leased by someone else) is `NOT_FOUND`, as in beanstalkd;
 /// a value the broker refuses (a delay beyond the server's `--max-delay`)
-/// is `BAD_FORMAT`; a store failure is `INTERNAL_ERROR`.
+/// is `BAD_FORMAT`; a store failure is `INTERNAL_ERROR`; a store short of
+/// disk space is `OUT_OF_MEMORY`, beanstalkd's reply when it cannot take a
+/// job for lack of room.
 pub(crate) fn error_reply(error: &BrokerError) -> &'static str {
     match error {
         BrokerError::QueueNotFound(_)
@@ -259,6 +261,10 @@ pub(crate) fn error_reply(error: &BrokerError) -> &'static str {
         BrokerError::Unavailable { .. } => {
             tracing::warn!(%error, "beanstalkd command failed in the broker");
             "INTERNAL_ERROR"
+        }
+        BrokerError::InsufficientStorage(_) => {
+            tracing::debug!(%error, "beanstalkd command refused: store short of space");
+            "OUT_OF_MEMORY"
         }
     }
 }

@@ -73,6 +73,11 @@ pub struct ServeArgs {
     /// [default: the store's].
     #[arg(long, value_name = "DURATION")]
     pub horizon: Option<String>,
+    /// Free space the embedded store's filesystem keeps: below it enqueues
+    /// get 507 `insufficient_storage` while acks and deletes still work;
+    /// `0` turns the check off [default: 64MiB].
+    #[arg(long, value_name = "SIZE")]
+    pub disk_reserve: Option<String>,
     /// TOML file with any of these options.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -91,6 +96,8 @@ pub struct ServeConfig {
     pub push_allow: Vec<String>,
     /// The embedded store's in-memory horizon; `None`: its default.
     pub horizon: Option<Duration>,
+    /// The embedded store's free-space reserve, bytes.
+    pub disk_reserve: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -159,6 +166,7 @@ const KEYS: &[&str] = &[
     "no_auto_create",
     "push_allow",
     "horizon",
+    "disk_reserve",
     "config",
 ];
 
@@ -246,6 +254,7 @@ fn flag_layer(args: &ServeArgs) -> BTreeMap<&'static str, Vec<String>> {
     put("max_body", args.max_body.clone());
     put("max_delay", args.max_delay.clone());
     put("horizon", args.horizon.clone());
+    put("disk_reserve", args.disk_reserve.clone());
     put(
         "config",
         args.config.as_ref().map(|p| p.display().to_string()),
@@ -366,6 +375,7 @@ fn build(layers: &Layers) -> Result<ServeConfig, ConfigError> {
         Some(_) => Some(layers.parse("horizon", "", parse_duration)?),
         None => None,
     };
+    let disk_reserve = layers.parse("disk_reserve", "64MiB", parse_size)?;
     let tokens = list(layers, "token");
     let push_allow = list(layers, "push_allow");
     if let Err(reason) = delayd_push::PushPolicy::new(&push_allow).map_err(|e| e.to_string()) {
@@ -387,6 +397,7 @@ fn build(layers: &Layers) -> Result<ServeConfig, ConfigError> {
         options,
         push_allow,
         horizon,
+        disk_reserve,
     })
 }
 

@@ -55,6 +55,17 @@ fn defaults() {
     assert_eq!(c.options.max_delay_ms, 3650 * 86_400_000);
     assert!(c.options.auto_create && c.options.tokens.is_empty() && c.push_allow.is_empty());
     assert_eq!(c.horizon, None);
+    assert_eq!(c.disk_reserve, 64 << 20);
+}
+
+#[test]
+fn disk_reserve_from_flag_env_and_file() {
+    let c = ServeConfig::resolve(&args(&["--disk-reserve", "1GiB"]), env(&[])).unwrap();
+    assert_eq!(c.disk_reserve, 1 << 30);
+    let c = ServeConfig::resolve(&args(&[]), env(&[("DELAYD_DISK_RESERVE", "0")])).unwrap();
+    assert_eq!(c.disk_reserve, 0);
+    let bad = ServeConfig::resolve(&args(&["--disk-reserve", "lots"]), env(&[]));
+    assert!(bad.unwrap_err().to_string().contains("disk_reserve"));
 }
 
 #[test]

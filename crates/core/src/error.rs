@@ -32,6 +32,12 @@ pub enum BrokerError {
     /// may have reached the store before the failure was seen.
     #[error("unavailable: {reason}")]
     Unavailable { reason: String, maybe_applied: bool },
+    /// The store is short of disk space and refuses calls that add data
+    /// (enqueue); calls that remove data (ack, cancel, delete) still work,
+    /// so consumers can drain it: HTTP 507 `insufficient_storage`. Nothing
+    /// was changed by the failed call. The text names the cause.
+    #[error("insufficient storage: {0}")]
+    InsufficientStorage(String),
 }
 
 impl BrokerError {
@@ -51,6 +57,7 @@ impl BrokerError {
             Self::LeaseMismatch { .. } => "lease_mismatch",
             Self::InvalidState { .. } => "invalid_state",
             Self::Unavailable { .. } => "unavailable",
+            Self::InsufficientStorage(_) => "insufficient_storage",
         }
     }
 }

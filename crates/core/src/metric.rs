@@ -14,3 +14,11 @@ pub const COMMITS_TOTAL: &str = "delayd_commits_total";
 pub const DEAD_LETTERED_TOTAL: &str = "delayd_dead_lettered_total";
 /// Counter: leases that expired. Label `queue`.
 pub const LEASES_EXPIRED_TOTAL: &str = "delayd_leases_expired_total";
+/// Gauge, bytes: free space of the embedded store's filesystem (what an
+/// unprivileged writer may use), sampled at most every 100 ms.
+pub const STORAGE_FREE_BYTES: &str = "delayd_storage_free_bytes";
+/// Gauge, 0 or 1: 1 while the embedded store refuses enqueues because free
+/// space is below its reserve (`--disk-reserve`).
+pub const STORAGE_REFUSING: &str = "delayd_storage_refusing_writes";
+/// Counter: reopens of the embedded store's engine after a failed write.
+pub const STORAGE_REOPENS_TOTAL: &str = "delayd_storage_reopens_total";

@@ -92,6 +92,8 @@ impl Broker for LocalBroker {
         messages: Vec<EnqueueRequest>,
         options: EnqueueOptions,
     ) -> BrokerResult<Vec<BrokerResult<EnqueueOutcome>>> {
+        // Adds data: refused below the disk reserve (removals are not).
+        self.inner.disk.check_add()?;
         self.inner
             .write(|state, store, now, tx| {
                 state.enqueue_batch(store, queue, messages, options, now, tx)

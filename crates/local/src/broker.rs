@@ -1,7 +1,7 @@
 //! [`LocalBroker`]: opening and recovery, the call skeleton (lock, change,
 //! commit, wait for durability), and shutdown.
 
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use delayd_core::{BrokerError, BrokerResult, Clock};
@@ -13,11 +13,12 @@ use tokio::task::JoinHandle;
 use crate::codec::FORMAT_VERSION;
 use crate::config::LocalConfig;
 use crate::consume::Failure;
+use crate::disk::DiskGuard;
 use crate::driver;
 use crate::error::{OpenError, StoreError};
 use crate::state::{State, Tx};
 use crate::store::Store;
-use crate::sync::Syncer;
+use crate::sync::{Reopen, SyncSetup, Syncer};
 use crate::waiters::Handed;
 
 /// What [`LocalBroker::open`] found and did.
@@ -69,7 +70,8 @@ pub(crate) struct Inner {
     pub horizon_ms: u64,
     pub driver_wake: Notify,
     stop: watch::Sender<bool>,
-    poison: OnceLock<String>,
+    /// Free space of the data directory against the reserve.
+    pub disk: DiskGuard,
 }
 
 /// The durable, embedded broker. See the crate docs and docs/storage.md.
@@ -114,12 +116,17 @@ impl LocalBroker {
         }
         let store = Arc::new(store);
         let cell = Arc::new(StateCell::new(state));
-        let syncer = Syncer::start(
-            Arc::clone(&cell),
-            Arc::clone(&store),
-            config.data_dir.clone(),
-            config.durability,
-        );
+        let setup = SyncSetup {
+            dir: config.data_dir.clone(),
+            durability: config.durability,
+            reopen: reopener(
+                Arc::clone(&store),
+                Arc::clone(&config.clock),
+                config.horizon_ms,
+            ),
+            faults: crate::fault::from_config(&config),
+        };
+        let syncer = Syncer::start(Arc::clone(&cell), Arc::clone(&store), setup);
         let inner = Arc::new(Inner {
             cell,
             store,
@@ -128,14 +135,13 @@ impl LocalBroker {
             horizon_ms: config.horizon_ms,
             driver_wake: Notify::new(),
             stop: watch::channel(false).0,
-            poison: OnceLock::new(),
+            disk: DiskGuard::new(&config.data_dir, config.disk_reserve),
         });
         // Recovery changed records (expired leases): durable before serving.
         inner
             .store
-            .db
             .persist(fjall::PersistMode::SyncAll)
-            .map_err(|e| fail(e.into()))?;
+            .map_err(fail)?;
         let driver = tokio::spawn(driver::run(Arc::clone(&inner)));
         report.open_duration = started.elapsed();
         Ok(LocalBroker {
@@ -243,13 +249,59 @@ fn recover(
     Ok(report)
 }
 
+/// The in-process reopen the sync thread runs after a failed write.
+fn reopener(store: Arc<Store>, clock: Arc<dyn Clock>, horizon_ms: u64) -> Reopen {
+    Box::new(move |state: &mut State| {
+        let report =
+            reopen(&store, clock.now_ms(), horizon_ms, state).map_err(|e| e.to_string())?;
+        tracing::warn!(
+            torn_tail_bytes = report.torn_tail_bytes,
+            messages_on_disk = report.messages_on_disk,
+            leases_expired = report.leases_expired,
+            "storage engine reopened; memory rebuilt from the disk"
+        );
+        Ok(())
+    })
+}
+
+/// Reopens the engine and replaces `state` (locked by the caller) with
+/// memory rebuilt from the disk, as [`LocalBroker::open`] builds it: what
+/// memory held beyond the disk was never durable, and its callers were
+/// answered `Unavailable`. Leases come back expired, as after a restart;
+/// lease calls waiting now get an empty answer (their wait ends).
+fn reopen(
+    store: &Store,
+    now: u64,
+    horizon_ms: u64,
+    state: &mut State,
+) -> Result<RecoveryReport, StoreError> {
+    let torn_tail_bytes = store.reopen()?;
+    let found = store.format_version()?;
+    if found != Some(FORMAT_VERSION) {
+        return Err(StoreError::Corrupt(format!(
+            "format version {found:?} on disk, {FORMAT_VERSION} expected"
+        )));
+    }
+    // Seqs handed out in the lost groups are skipped, not reused: a caller
+    // told "maybe applied" may still hold one.
+    let next_seq = (store.seq_high_water()? + 1).max(state.next_seq);
+    let mut fresh = State::new(next_seq);
+    let mut report = recover(&mut fresh, store, now, horizon_ms)?;
+    store.persist(fjall::PersistMode::SyncAll)?;
+    report.torn_tail_bytes = torn_tail_bytes;
+    *state = fresh;
+    Ok(report)
+}
+
 impl Inner {
     pub fn lock_state(&self) -> MutexGuard<'_, State> {
         self.cell.lock()
     }
 
+    /// A failed engine write seen outside the sync thread: writes are
+    /// refused until the sync thread has reopened the engine.
     pub fn poison(&self, reason: String) {
-        let _ = self.poison.set(reason);
+        self.syncer.fail(reason);
     }
 
     pub async fn stopped(&self) {
@@ -265,7 +317,7 @@ impl Inner {
         if self.is_stopping() {
             return Err(BrokerError::unavailable("broker is shut down"));
         }
-        if let Some(reason) = self.poison.get().cloned().or_else(|| self.syncer.failure()) {
+        if let Some(reason) = self.syncer.failure() {
             return Err(BrokerError::unavailable(format!(
                 "store refuses writes: {reason}"
             )));

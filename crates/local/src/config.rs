@@ -43,11 +43,22 @@ pub struct LocalConfig {
     /// Size of the engine's block cache, which serves payload reads at
     /// delivery.
     pub payload_cache_bytes: usize,
+    /// Free space (bytes) the data directory's filesystem must keep: below
+    /// it, enqueues are refused (`BrokerError::InsufficientStorage`) while
+    /// acks, cancels and deletes go on and free space (docs/storage.md,
+    /// "Disk full and failed writes"). 0 turns the check off.
+    pub disk_reserve: u64,
+    /// Engine operations to fail (tests of the failure paths).
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub faults: crate::fault::FaultPlan,
 }
 
 impl LocalConfig {
     pub const DEFAULT_HORIZON_MS: u64 = 300_000;
     pub const DEFAULT_PAYLOAD_CACHE_BYTES: usize = 64 * 1024 * 1024;
+    /// Room for a drain's acks and deletes, a memtable flush and a journal
+    /// rotation after producers were stopped.
+    pub const DEFAULT_DISK_RESERVE: u64 = 64 * 1024 * 1024;
 
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
@@ -56,6 +67,9 @@ impl LocalConfig {
             horizon_ms: Self::DEFAULT_HORIZON_MS,
             clock: Arc::new(SystemClock),
             payload_cache_bytes: Self::DEFAULT_PAYLOAD_CACHE_BYTES,
+            disk_reserve: Self::DEFAULT_DISK_RESERVE,
+            #[cfg(any(test, feature = "fault-injection"))]
+            faults: crate::fault::FaultPlan::default(),
         }
     }
 }
@@ -67,6 +81,7 @@ impl std::fmt::Debug for LocalConfig {
             .field("durability", &self.durability)
             .field("horizon_ms", &self.horizon_ms)
             .field("payload_cache_bytes", &self.payload_cache_bytes)
+            .field("disk_reserve", &self.disk_reserve)
             .finish_non_exhaustive()
     }
 }

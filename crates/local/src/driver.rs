@@ -32,20 +32,21 @@ const FIRE_BATCH: usize = 4096;
 /// `due` entries loaded per lock hold.
 pub(crate) const LOAD_BATCH: usize = 4096;
 
+/// Pause after a store failure before the next round (the sync thread is
+/// reopening the engine meanwhile).
+const FAILED_ROUND_PAUSE: Duration = Duration::from_secs(1);
+
 pub(crate) async fn run(inner: Arc<Inner>) {
     loop {
-        let more_work = match inner.drive_once() {
-            Ok(more) => more,
+        inner.disk.sample_if_stale();
+        let wait = match inner.drive_once() {
+            Ok(true) => Duration::ZERO,
+            Ok(false) => inner.next_wait(),
             Err(e) => {
-                tracing::error!(error = %e, "driver stopped: store failure");
+                tracing::error!(error = %e, "driver round failed: store failure");
                 inner.poison(e.to_string());
-                return;
+                FAILED_ROUND_PAUSE
             }
-        };
-        let wait = if more_work {
-            Duration::ZERO
-        } else {
-            inner.next_wait()
         };
         tokio::select! {
             () = tokio::time::sleep(wait) => {}

@@ -20,6 +20,10 @@ pub enum StoreError {
     /// because what is on disk may no longer match what it acknowledged.
     #[error("store refuses writes after a failed commit or fsync: {0}")]
     Poisoned(String),
+    /// The engine is closed: reopening it after a failed write failed too
+    /// (it is retried).
+    #[error("storage engine closed after a failed write; reopening it failed and is retried")]
+    Closed,
 }
 
 /// Why [`crate::LocalBroker::open`] failed.

@@ -18,6 +18,9 @@
 //!   (specified in docs/storage.md).
 //! - `sync`: the state lock's cell and the sync thread, which writes each
 //!   commit group to the engine as one batch and fsyncs it.
+//! - `disk`: the free-space reserve below which enqueues are refused.
+//! - `fault`: the fault-injection seam of the tests (feature
+//!   `fault-injection`).
 //! - [`error`]: [`OpenError`], [`StoreError`].
 //!
 //! Architecture invariants: the store is written only in whole commit
@@ -67,8 +70,10 @@ mod broker;
 mod codec;
 pub mod config;
 mod consume;
+mod disk;
 mod driver;
 pub mod error;
+mod fault;
 mod lease;
 mod messages;
 mod pipeline;
@@ -81,3 +86,5 @@ mod waiters;
 pub use broker::{LocalBroker, RecoveryReport, StoreStats};
 pub use config::{Durability, LocalConfig};
 pub use error::{OpenError, StoreError};
+#[cfg(any(test, feature = "fault-injection"))]
+pub use fault::FaultPlan;

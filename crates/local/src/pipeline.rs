@@ -155,6 +155,12 @@ impl Inner {
                     }
                     continue;
                 }
+                // Puts add data: refused below the disk reserve, while the
+                // pipeline's deletes and other calls go on.
+                if let (PipelinedCall::Enqueue { .. }, Err(full)) = (&call, self.disk.check_add()) {
+                    results.push(PipelinedResult::Enqueued(Err(full)));
+                    continue;
+                }
                 let mut tx = Tx::default();
                 let (result, stop) = state.run_call(&self.store, call, now, &mut tx);
                 // Each call joins the group on its own, so lease calls

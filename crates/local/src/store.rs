@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, RwLock};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 
@@ -130,18 +130,28 @@ const MEMTABLE_BYTES: u64 = 8 * 1024 * 1024;
 pub(crate) type KeyAndPayload = (Vec<u8>, Vec<u8>);
 
 pub(crate) struct Store {
-    pub db: Database,
+    dir: PathBuf,
+    cache_bytes: usize,
     /// Held by whoever writes a batch to the engine: the sync thread while
     /// it writes a closed group outside the state lock, and a scan's
     /// `flush_pending` (under the state lock), which must not overtake the
-    /// group in flight. Order: state lock, then this.
+    /// group in flight. Order: state lock, then this, then `engine`.
     writer: Mutex<()>,
+    /// The open engine. Replaced only by [`Store::reopen`] (with the state
+    /// lock and the write lock held); `None` while a reopen failed, when
+    /// every access answers [`StoreError::Closed`].
+    engine: RwLock<Option<Engine>>,
+}
+
+/// One open fjall database and its keyspaces.
+struct Engine {
+    db: Database,
     meta: Keyspace,
-    pub queues: Keyspace,
-    pub messages: Keyspace,
-    pub payloads: Keyspace,
-    pub due: Keyspace,
-    pub pinned: Keyspace,
+    queues: Keyspace,
+    messages: Keyspace,
+    payloads: Keyspace,
+    due: Keyspace,
+    pinned: Keyspace,
 }
 
 /// What opening found about the journal tail.
@@ -152,8 +162,10 @@ pub(crate) struct OpenedStore {
     pub torn_tail_bytes: u64,
 }
 
-impl Store {
-    pub fn open(dir: &Path, cache_bytes: usize) -> Result<OpenedStore, StoreError> {
+impl Engine {
+    /// Opens the database; returns it with the bytes cut off the journal
+    /// tail.
+    fn open(dir: &Path, cache_bytes: usize) -> Result<(Engine, u64), StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
             path: dir.to_path_buf(),
             source,
@@ -179,20 +191,16 @@ impl Store {
         // is 64 MiB each).
         let options = || KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES);
         let open = |name: &str| db.keyspace(name, options);
-        let store = Store {
+        let engine = Engine {
             meta: open("meta")?,
             queues: open("queues")?,
             messages: open("messages")?,
             payloads: open("payloads")?,
             due: open("due")?,
             pinned: open("pinned")?,
-            writer: Mutex::new(()),
             db,
         };
-        Ok(OpenedStore {
-            store,
-            torn_tail_bytes,
-        })
+        Ok((engine, torn_tail_bytes))
     }
 
     fn space(&self, space: Space) -> &Keyspace {
@@ -204,6 +212,53 @@ impl Store {
             Space::Due => &self.due,
             Space::Pinned => &self.pinned,
         }
+    }
+}
+
+impl Store {
+    pub fn open(dir: &Path, cache_bytes: usize) -> Result<OpenedStore, StoreError> {
+        let (engine, torn_tail_bytes) = Engine::open(dir, cache_bytes)?;
+        let store = Store {
+            dir: dir.to_path_buf(),
+            cache_bytes,
+            writer: Mutex::new(()),
+            engine: RwLock::new(Some(engine)),
+        };
+        Ok(OpenedStore {
+            store,
+            torn_tail_bytes,
+        })
+    }
+
+    /// Closes the engine and opens it again on the same directory (fjall
+    /// replays its journal; a torn tail is cut and its size returned):
+    /// after a failed write or fsync the engine refuses writes, and what
+    /// is on disk, not what memory says, is the truth to go on from.
+    /// The caller holds the state lock, so no call uses the engine now.
+    pub fn reopen(&self) -> Result<u64, StoreError> {
+        let _writer = self.lock_writer();
+        let mut engine = self.engine.write().unwrap_or_else(|e| e.into_inner());
+        // Dropped before the new open: fjall holds a lock file until its
+        // database is dropped (which also stops its background workers).
+        *engine = None;
+        let (fresh, torn_tail_bytes) = Engine::open(&self.dir, self.cache_bytes)?;
+        *engine = Some(fresh);
+        Ok(torn_tail_bytes)
+    }
+
+    /// Runs `f` on the open engine.
+    fn with<T>(&self, f: impl FnOnce(&Engine) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        // The guard protects a handle, not an invariant a panic could break.
+        let engine = self.engine.read().unwrap_or_else(|e| e.into_inner());
+        match engine.as_ref() {
+            Some(engine) => f(engine),
+            None => Err(StoreError::Closed),
+        }
+    }
+
+    /// `fjall::Database::persist` on the open engine.
+    pub fn persist(&self, mode: fjall::PersistMode) -> Result<(), StoreError> {
+        self.with(|e| Ok(e.db.persist(mode)?))
     }
 
     /// Takes the engine write lock (see [`Store::writer`]).
@@ -228,52 +283,56 @@ impl Store {
         if set.is_empty() {
             return Ok(());
         }
-        let mut batch = self.db.batch();
-        for (space, writes) in &set.ops {
-            let keyspace = self.space(*space);
-            for (key, value) in writes {
-                match value {
-                    Some(value) => batch.insert(keyspace, key.as_slice(), value.as_slice()),
-                    None => batch.remove(keyspace, key.as_slice()),
+        self.with(|engine| {
+            let mut batch = engine.db.batch();
+            for (space, writes) in &set.ops {
+                let keyspace = engine.space(*space);
+                for (key, value) in writes {
+                    match value {
+                        Some(value) => batch.insert(keyspace, key.as_slice(), value.as_slice()),
+                        None => batch.remove(keyspace, key.as_slice()),
+                    }
                 }
             }
-        }
-        batch.commit()?;
-        Ok(())
+            batch.commit()?;
+            Ok(())
+        })
     }
 
     pub fn format_version(&self) -> Result<Option<u8>, StoreError> {
-        Ok(self
-            .meta
-            .get(codec::META_FORMAT)?
-            .and_then(|v| v.first().copied()))
+        self.with(|e| {
+            Ok(e.meta
+                .get(codec::META_FORMAT)?
+                .and_then(|v| v.first().copied()))
+        })
     }
 
     pub fn init_format(&self) -> Result<(), StoreError> {
         let mut set = WriteSet::default();
         set.put(Space::Meta, codec::META_FORMAT, vec![codec::FORMAT_VERSION]);
         self.commit(&set)?;
-        self.db.persist(fjall::PersistMode::SyncAll)?;
-        Ok(())
+        self.persist(fjall::PersistMode::SyncAll)
     }
 
     pub fn seq_high_water(&self) -> Result<u64, StoreError> {
-        match self.meta.get(codec::META_SEQ)? {
+        self.with(|e| match e.meta.get(codec::META_SEQ)? {
             Some(v) => codec::decode_u64(&v),
             None => Ok(0),
-        }
+        })
     }
 
     pub fn message(&self, key: &[u8]) -> Result<Option<MessageRecord>, StoreError> {
-        self.messages
-            .get(key)?
-            .map(|v| codec::decode_record(&v))
-            .transpose()
+        self.with(|e| {
+            e.messages
+                .get(key)?
+                .map(|v| codec::decode_record(&v))
+                .transpose()
+        })
     }
 
     /// The payload of the message with `seq`, with that message's key.
     pub fn payload(&self, seq: u64) -> Result<Option<KeyAndPayload>, StoreError> {
-        let Some(value) = self.payloads.get(codec::seq_key(seq))? else {
+        let Some(value) = self.with(|e| Ok(e.payloads.get(codec::seq_key(seq))?))? else {
             return Ok(None);
         };
         let (key, payload) = codec::decode_payload(&value)?;
@@ -281,25 +340,29 @@ impl Store {
     }
 
     pub fn all_queues(&self) -> Result<Vec<(QueueName, QueueRecord)>, StoreError> {
-        let mut out = Vec::new();
-        for guard in self.queues.iter() {
-            let (k, v) = guard.into_inner()?;
-            let name = std::str::from_utf8(&k)
-                .ok()
-                .and_then(|s| QueueName::new(s).ok())
-                .ok_or_else(|| StoreError::Corrupt("malformed queue name".into()))?;
-            out.push((name, codec::decode_record(&v)?));
-        }
-        Ok(out)
+        self.with(|e| {
+            let mut out = Vec::new();
+            for guard in e.queues.iter() {
+                let (k, v) = guard.into_inner()?;
+                let name = std::str::from_utf8(&k)
+                    .ok()
+                    .and_then(|s| QueueName::new(s).ok())
+                    .ok_or_else(|| StoreError::Corrupt("malformed queue name".into()))?;
+                out.push((name, codec::decode_record(&v)?));
+            }
+            Ok(out)
+        })
     }
 
     /// Keys of `pinned` (leased and dead messages), in seq order.
     pub fn pinned_keys(&self) -> Result<Vec<Vec<u8>>, StoreError> {
-        let mut out = Vec::new();
-        for guard in self.pinned.iter() {
-            out.push(guard.value()?.to_vec());
-        }
-        Ok(out)
+        self.with(|e| {
+            let mut out = Vec::new();
+            for guard in e.pinned.iter() {
+                out.push(guard.value()?.to_vec());
+            }
+            Ok(out)
+        })
     }
 
     /// Up to `limit` entries of `due` from key `from` (inclusive) to
@@ -316,21 +379,25 @@ impl Store {
             return Ok(out);
         }
         let range = codec::due_key(from.0, from.1).to_vec()..codec::due_key(until, 0).to_vec();
-        for guard in self.due.range(range).take(limit) {
-            let (k, v) = guard.into_inner()?;
-            let (at, seq) = codec::decode_due_key(&k)?;
-            out.push((at, seq, v.to_vec()));
-        }
-        Ok(out)
+        self.with(|e| {
+            for guard in e.due.range(range).take(limit) {
+                let (k, v) = guard.into_inner()?;
+                let (at, seq) = codec::decode_due_key(&k)?;
+                out.push((at, seq, v.to_vec()));
+            }
+            Ok(out)
+        })
     }
 
     /// Every message key of `queue`.
     pub fn queue_message_keys(&self, queue: &QueueName) -> Result<Vec<Vec<u8>>, StoreError> {
-        let mut out = Vec::new();
-        for guard in self.messages.prefix(codec::queue_prefix(queue)) {
-            out.push(guard.key()?.to_vec());
-        }
-        Ok(out)
+        self.with(|e| {
+            let mut out = Vec::new();
+            for guard in e.messages.prefix(codec::queue_prefix(queue)) {
+                out.push(guard.key()?.to_vec());
+            }
+            Ok(out)
+        })
     }
 }
 

@@ -17,10 +17,14 @@
 //! The thread sleeps on a condition variable of the state lock and is
 //! notified only when the open group gets its first write, not per call.
 //!
-//! A failed commit or fsync poisons the broker: the page cache may have
+//! A failed commit or fsync stops the writes: the page cache may have
 //! dropped the dirty pages, so what is on disk is unknown, and the only
-//! honest answer to every later write is `Unavailable` (fjall's own
-//! poisoned flag and the "fsyncgate" lesson).
+//! honest answer to the waiting callers and to every later write is
+//! `Unavailable` (fjall's own poisoned flag and the "fsyncgate" lesson).
+//! The thread then reopens the engine in process (`heal`): what is on
+//! disk, replayed by fjall, becomes the truth again, memory is rebuilt
+//! from it as at open, and writes resume (docs/storage.md, "Disk full and
+//! failed writes").
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -34,6 +38,7 @@ use fjall::PersistMode;
 use tokio::sync::watch;
 
 use crate::config::Durability;
+use crate::fault::Faults;
 use crate::state::State;
 use crate::store::Store;
 
@@ -78,15 +83,51 @@ impl StateCell {
 struct Durable {
     upto: u64,
     failed: Option<String>,
+    /// Ranges of tickets whose groups a reopen discarded: they were not
+    /// durable when a write failed, and memory was rebuilt from the disk.
+    lost: Vec<(u64, u64)>,
 }
+
+impl Durable {
+    fn lost(&self, ticket: u64) -> bool {
+        self.lost
+            .iter()
+            .any(|&(from, to)| (from..=to).contains(&ticket))
+    }
+
+    /// Whether a waiter on `ticket` has its answer.
+    fn settled(&self, ticket: u64) -> bool {
+        self.upto >= ticket || self.failed.is_some() || self.lost(ticket)
+    }
+
+    /// The answer for a waiter on `ticket` once `settled`.
+    fn answer(&self, ticket: u64) -> Result<(), BrokerError> {
+        if self.lost(ticket) {
+            return Err(unavailable("lost with a failed write".to_string()));
+        }
+        if self.upto >= ticket {
+            return Ok(());
+        }
+        Err(unavailable(self.failed.clone().unwrap_or_default()))
+    }
+}
+
+/// Rebuilds the engine and memory after a failed write (the open path, in
+/// process), given the state with its lock held; replaces the state.
+pub(crate) type Reopen = Box<dyn Fn(&mut State) -> Result<(), String> + Send + Sync>;
 
 struct Shared {
     cell: Arc<StateCell>,
     store: Arc<Store>,
     stop: AtomicBool,
+    /// A failure seen outside the sync thread (a scan's flush, the
+    /// driver): the thread stops committing and reopens.
+    heal_requested: AtomicBool,
     durable: watch::Sender<Durable>,
     groups: AtomicU64,
     fsyncs: AtomicU64,
+    reopen: Reopen,
+    faults: Faults,
 }
 
 pub(crate) struct Syncer {
@@ -95,22 +136,29 @@ pub(crate) struct Syncer {
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// What the sync thread needs besides the state and the engine.
+pub(crate) struct SyncSetup {
+    pub dir: PathBuf,
+    pub durability: Durability,
+    pub reopen: Reopen,
+    pub faults: Faults,
+}
+
 impl Syncer {
-    pub fn start(
-        cell: Arc<StateCell>,
-        store: Arc<Store>,
-        dir: PathBuf,
-        durability: Durability,
-    ) -> Self {
+    pub fn start(cell: Arc<StateCell>, store: Arc<Store>, setup: SyncSetup) -> Self {
         let shared = Arc::new(Shared {
             cell,
             store,
             stop: AtomicBool::new(false),
+            heal_requested: AtomicBool::new(false),
             durable: watch::channel(Durable::default()).0,
             groups: AtomicU64::new(0),
             fsyncs: AtomicU64::new(0),
+            reopen: setup.reopen,
+            faults: setup.faults,
         });
         let thread_shared = Arc::clone(&shared);
+        let (dir, durability) = (setup.dir, setup.durability);
         let thread = std::thread::Builder::new()
             .name("delayd-sync".into())
             .spawn(move || sync_loop(&thread_shared, &dir, durability))
@@ -132,6 +180,17 @@ impl Syncer {
         self.shared.durable.borrow().failed.clone()
     }
 
+    /// Reports a failed engine write seen outside the sync thread: writes
+    /// are refused from now on, and the sync thread reopens the engine.
+    pub fn fail(&self, reason: String) {
+        tracing::error!(error = %reason, "store write failed; refusing writes until the engine is reopened");
+        self.shared.durable.send_modify(|d| {
+            d.failed.get_or_insert(reason);
+        });
+        self.shared.heal_requested.store(true, Ordering::SeqCst);
+        self.shared.cell.sync_wake.notify_all();
+    }
+
     pub fn fsyncs(&self) -> u64 {
         self.shared.fsyncs.load(Ordering::Relaxed)
     }
@@ -150,17 +209,13 @@ impl Syncer {
                 None => Ok(()),
             };
         }
-        if self.shared.durable.borrow().upto >= ticket {
-            return Ok(());
-        }
         let mut rx = self.shared.durable.subscribe();
         let result = rx
-            .wait_for(|d| d.upto >= ticket || d.failed.is_some())
+            .wait_for(|d| d.settled(ticket))
             .await
-            .map(|d| d.clone());
+            .map(|d| d.answer(ticket));
         match result {
-            Ok(d) if d.upto >= ticket => Ok(()),
-            Ok(d) => Err(unavailable(d.failed.unwrap_or_default())),
+            Ok(answer) => answer,
             Err(_) => Err(unavailable("sync thread stopped".to_string())),
         }
     }
@@ -170,13 +225,8 @@ impl Syncer {
     /// the backpressure of `Interval` and `Never` callers when the open
     /// group grows large (see `MAX_PENDING_OPS`).
     pub async fn wait_written(&self, ticket: u64) {
-        if self.shared.durable.borrow().upto >= ticket {
-            return;
-        }
         let mut rx = self.shared.durable.subscribe();
-        let _ = rx
-            .wait_for(|d| d.upto >= ticket || d.failed.is_some())
-            .await;
+        let _ = rx.wait_for(|d| d.settled(ticket)).await;
     }
 
     /// Makes everything absorbed durable and stops the thread.
@@ -214,71 +264,158 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Commits groups until stopped; after a failure, reopens the engine and
+/// goes on.
 fn sync_loop(shared: &Shared, dir: &Path, durability: Durability) {
-    let mut journal = JournalSync::new(dir);
     loop {
-        let stop;
-        let group = {
-            let mut state = wait_for_group(shared, durability);
-            stop = shared.stop.load(Ordering::SeqCst);
-            if !state.sync_needed {
-                if stop {
-                    // Nothing open; still make the engine's own buffers
-                    // durable on the way out.
-                    drop(state);
-                    let _ = persist(shared, &mut journal, PersistMode::SyncAll, 0);
-                    return;
-                }
-                continue;
-            }
-            let (group, set) = match state.take_group() {
-                Ok(taken) => taken,
-                Err(e) => return fail(shared, &e.to_string()),
-            };
-            // The group is written outside the state lock (calls go on
-            // meanwhile), holding the engine write lock, taken before the
-            // state lock is released so that no scan's flush overtakes it.
-            let set = Arc::new(set);
-            state.committing = Some(Arc::clone(&set));
-            let writer = shared.store.lock_writer();
-            drop(state);
-            if let Err(e) = shared.store.commit_with(&set, &writer) {
-                return fail(shared, &e.to_string());
-            }
-            drop(writer);
-            // The engine has it now: stop holding the group's memory.
-            let mut state = shared.cell.lock();
-            if state
-                .committing
-                .as_ref()
-                .is_some_and(|committing| Arc::ptr_eq(committing, &set))
-            {
-                state.committing = None;
-            }
-            (group, set.len())
+        let mut journal = JournalSync::new(dir);
+        let Err(reason) = run_groups(shared, &mut journal, durability) else {
+            return;
         };
+        fail(shared, &reason);
+        if !heal(shared) {
+            return;
+        }
+    }
+}
+
+/// Closes, writes and fsyncs groups until stopped (`Ok`) or a write or
+/// fsync fails (`Err`, the reason).
+fn run_groups(
+    shared: &Shared,
+    journal: &mut JournalSync,
+    durability: Durability,
+) -> Result<(), String> {
+    loop {
+        let state = wait_for_group(shared, durability);
+        let stop = shared.stop.load(Ordering::SeqCst);
+        if shared.heal_requested.load(Ordering::SeqCst) {
+            return Err(shared.durable.borrow().failed.clone().unwrap_or_default());
+        }
+        if !state.sync_needed {
+            if stop {
+                // Nothing open; still make the engine's own buffers
+                // durable on the way out.
+                drop(state);
+                let _ = persist(shared, journal, PersistMode::SyncAll, 0);
+                return Ok(());
+            }
+            continue;
+        }
+        let (group, ops) = write_group(shared, state)?;
         shared.groups.fetch_add(1, Ordering::Relaxed);
         let mode = match durability {
             _ if stop => PersistMode::SyncAll,
             Durability::Never => PersistMode::Buffer,
             _ => PersistMode::SyncAll,
         };
-        if let Err(reason) = persist(shared, &mut journal, mode, group.1) {
-            shared.durable.send_modify(|d| d.failed = Some(reason));
-            return;
-        }
-        shared.durable.send_modify(|d| d.upto = group.0);
+        persist(shared, journal, mode, ops)?;
+        shared.durable.send_modify(|d| d.upto = group);
         if stop {
-            return;
+            return Ok(());
         }
     }
 }
 
+/// Closes the open group under the state lock and writes it to the engine
+/// outside it: its number and its number of writes.
+fn write_group(shared: &Shared, mut state: MutexGuard<'_, State>) -> Result<(u64, usize), String> {
+    let (group, set) = state.take_group().map_err(|e| e.to_string())?;
+    // The group is written outside the state lock (calls go on
+    // meanwhile), holding the engine write lock, taken before the
+    // state lock is released so that no scan's flush overtakes it.
+    let set = Arc::new(set);
+    state.committing = Some(Arc::clone(&set));
+    let writer = shared.store.lock_writer();
+    drop(state);
+    shared.faults.commit().map_err(|e| e.to_string())?;
+    shared
+        .store
+        .commit_with(&set, &writer)
+        .map_err(|e| e.to_string())?;
+    drop(writer);
+    // The engine has it now: stop holding the group's memory.
+    let mut state = shared.cell.lock();
+    if state
+        .committing
+        .as_ref()
+        .is_some_and(|committing| Arc::ptr_eq(committing, &set))
+    {
+        state.committing = None;
+    }
+    Ok((group, set.len()))
+}
+
 fn fail(shared: &Shared, reason: &str) {
-    tracing::error!(error = %reason, "commit failed; the broker refuses further writes");
+    tracing::error!(error = %reason, "commit failed; the broker refuses writes until the engine is reopened");
     shared
         .durable
         .send_modify(|d| d.failed = Some(reason.to_string()));
+}
+
+/// First wait before reopening the engine after a failure, and the
+/// longest (the wait doubles after each failed reopen).
+const HEAL_FIRST: Duration = Duration::from_millis(200);
+const HEAL_MAX: Duration = Duration::from_secs(30);
+
+/// Reopens the engine after a failure, retrying until it works (`true`)
+/// or the broker stops (`false`). Under the state lock (every call waits
+/// meanwhile): the engine is closed and opened again, memory is rebuilt
+/// from what is on disk, and the groups that were not durable when the
+/// write failed are marked lost, so their callers (which were or will be
+/// answered `Unavailable`) never see success.
+fn heal(shared: &Shared) -> bool {
+    let mut backoff = HEAL_FIRST;
+    loop {
+        if pause_unless_stopped(shared, backoff) {
+            return false;
+        }
+        let mut state = shared.cell.lock();
+        let durable_upto = shared.durable.borrow().upto;
+        // Every ticket handed out so far is at most the open group's.
+        let last_ticket = state.group;
+        match (shared.reopen)(&mut state) {
+            Ok(()) => {
+                // `last_ticket + 1` is the "nothing pending" ticket of the
+                // fresh state: durable (it stands for what is on disk).
+                state.group = last_ticket + 2;
+                shared.heal_requested.store(false, Ordering::SeqCst);
+                shared.durable.send_modify(|d| {
+                    d.lost.push((durable_upto + 1, last_ticket));
+                    d.upto = last_ticket + 1;
+                    d.failed = None;
+                });
+                metrics::counter!(metric::STORAGE_REOPENS_TOTAL).increment(1);
+                tracing::warn!("storage engine reopened after a failed write; taking writes again");
+                return true;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, retry_in = ?backoff, "reopening the storage engine failed");
+                backoff = (backoff * 2).min(HEAL_MAX);
+            }
+        }
+    }
+}
+
+/// Waits `pause` unless the broker stops first (`true`).
+fn pause_unless_stopped(shared: &Shared, pause: Duration) -> bool {
+    let deadline = Instant::now() + pause;
+    let mut state = shared.cell.lock();
+    loop {
+        if shared.stop.load(Ordering::SeqCst) {
+            return true;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        state = shared
+            .cell
+            .sync_wake
+            .wait_timeout(state, left)
+            .map(|(g, _)| g)
+            .unwrap_or_else(|e| e.into_inner().0);
+    }
 }
 
 /// Waits until there is a group to close (or the thread must stop) and
@@ -290,7 +427,9 @@ fn wait_for_group(shared: &Shared, durability: Durability) -> MutexGuard<'_, Sta
     match durability {
         Durability::Interval(every) => {
             let deadline = Instant::now() + every;
-            while !shared.stop.load(Ordering::SeqCst) {
+            while !shared.stop.load(Ordering::SeqCst)
+                && !shared.heal_requested.load(Ordering::SeqCst)
+            {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     break;
@@ -303,11 +442,17 @@ fn wait_for_group(shared: &Shared, durability: Durability) -> MutexGuard<'_, Sta
             }
         }
         _ => {
-            while !state.sync_needed && !shared.stop.load(Ordering::SeqCst) {
+            // Bounded: a heal request from outside the lock could slip
+            // between the check and the wait.
+            while !state.sync_needed
+                && !shared.stop.load(Ordering::SeqCst)
+                && !shared.heal_requested.load(Ordering::SeqCst)
+            {
                 state = cell
                     .sync_wake
-                    .wait(state)
-                    .unwrap_or_else(|e| e.into_inner());
+                    .wait_timeout(state, Duration::from_secs(1))
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|e| e.into_inner().0);
             }
         }
     }
@@ -380,13 +525,14 @@ fn persist(
     ops: usize,
 ) -> Result<(), String> {
     let started = Instant::now();
-    let db = &shared.store.db;
+    let store = &shared.store;
     let result = match mode {
-        PersistMode::SyncAll => db
+        PersistMode::SyncAll => store
             .persist(PersistMode::Buffer)
             .map_err(|e| e.to_string())
+            .and_then(|()| shared.faults.fsync().map_err(|e| e.to_string()))
             .and_then(|()| journal.sync().map_err(|e| e.to_string())),
-        other => db.persist(other).map_err(|e| e.to_string()),
+        other => store.persist(other).map_err(|e| e.to_string()),
     };
     if let Err(e) = result {
         tracing::error!(error = %e, "journal fsync failed; the broker refuses further writes");

@@ -81,6 +81,7 @@ impl From<BrokerError> for ApiError {
                 StatusCode::CONFLICT
             }
             BrokerError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            BrokerError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
         };
         Self::new(status, err.code(), err.to_string())
     }

@@ -83,6 +83,7 @@ impl<'a> Subject<'a> {
                 reason: "refused by the server",
             },
             ("unavailable", _, _) => BrokerError::unavailable(message),
+            ("insufficient_storage", _, _) => BrokerError::InsufficientStorage(message),
             _ => BrokerError::InvalidArgument(message),
         }
     }
@@ -296,6 +297,10 @@ mod tests {
         assert!(matches!(
             subject.map(api("unavailable", "x")),
             BrokerError::Unavailable { .. }
+        ));
+        assert!(matches!(
+            subject.map(api("insufficient_storage", "x")),
+            BrokerError::InsufficientStorage(_)
         ));
     }
 }
