@@ -65,4 +65,4 @@ mod tubes;
 
 pub use proto::{parse, Command, Decoder, Frame, ProtoError};
 pub use server::{BeanstalkConfig, BeanstalkHandle, BeanstalkServer};
-pub use stats::{COMMANDS_TOTAL, CONNECTIONS, CONNECTIONS_REFUSED_TOTAL};
+pub use stats::{COMMANDS_TOTAL, CONNECTIONS, CONNECTIONS_REFUSED_TOTAL, MAX_CONNECTIONS};

@@ -21,7 +21,7 @@ use crate::jobs::Interrupt;
 use crate::pipeline::{Segment, Waiting};
 use crate::proto::{Decoder, Frame, DEFAULT_MAX_JOB_SIZE};
 use crate::session::{Flow, Session};
-use crate::stats::{Counters, CONNECTIONS, CONNECTIONS_REFUSED_TOTAL};
+use crate::stats::{Counters, CONNECTIONS, CONNECTIONS_REFUSED_TOTAL, MAX_CONNECTIONS};
 
 /// Listener settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,7 +29,9 @@ pub struct BeanstalkConfig {
     /// Largest job body accepted, in bytes (beanstalkd's `-z`); larger
     /// `put`s get `JOB_TOO_BIG`.
     pub max_job_size: usize,
-    /// Open connections beyond this are closed as soon as accepted.
+    /// Open connections beyond this are closed as soon as accepted. Idle
+    /// connections are never closed to make room: beanstalkd workers keep
+    /// theirs open on purpose (a `reserve` may wait for hours).
     pub max_connections: usize,
 }
 
@@ -169,18 +171,20 @@ impl BeanstalkServer {
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut connections = JoinSet::new();
+        metrics::gauge!(MAX_CONNECTIONS).set(self.shared.config.max_connections as f64);
+        let mut failing = AcceptFailing::default();
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
                 accepted = self.listener.accept() => match accepted {
-                    Ok((stream, _)) => self.admit(stream, &mut connections, stop_rx.clone()),
+                    Ok((stream, _)) => {
+                        failing.end();
+                        self.admit(stream, &mut connections, stop_rx.clone());
+                    }
                     // Per-connection failures (aborted handshakes, fd
                     // exhaustion) must not stop the listener.
-                    Err(error) => {
-                        tracing::warn!(%error, "beanstalkd accept failed");
-                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                    }
+                    Err(error) => failing.pause(error).await,
                 },
                 Some(_) = connections.join_next() => {}
             }
@@ -213,6 +217,33 @@ impl BeanstalkServer {
                 .fetch_sub(1, Ordering::SeqCst);
             metrics::gauge!(CONNECTIONS).decrement(1.0);
         });
+    }
+}
+
+/// Accept errors such as EMFILE repeat for as long as the process is out of
+/// descriptors: one warning when they start, one line when they end, and a
+/// pause that doubles up to a second instead of a retry loop.
+#[derive(Default)]
+struct AcceptFailing {
+    errors: u64,
+    pause_ms: u64,
+}
+
+impl AcceptFailing {
+    async fn pause(&mut self, error: io::Error) {
+        if self.errors == 0 {
+            tracing::warn!(%error, "beanstalkd accept failing; retrying with a pause (logged again when it recovers)");
+        }
+        self.errors += 1;
+        self.pause_ms = (self.pause_ms * 2).clamp(10, 1000);
+        tokio::time::sleep(std::time::Duration::from_millis(self.pause_ms)).await;
+    }
+
+    fn end(&mut self) {
+        if self.errors > 0 {
+            tracing::info!(errors = self.errors, "beanstalkd accept recovered");
+        }
+        *self = Self::default();
     }
 }
 

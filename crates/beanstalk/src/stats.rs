@@ -13,6 +13,8 @@ use crate::tubes::TubeEntry;
 pub const COMMANDS_TOTAL: &str = "delayd_beanstalk_commands_total";
 /// Gauge: open beanstalkd connections.
 pub const CONNECTIONS: &str = "delayd_beanstalk_connections";
+/// Gauge: the most open beanstalkd connections (`BeanstalkConfig::max_connections`).
+pub const MAX_CONNECTIONS: &str = "delayd_beanstalk_max_connections";
 /// Counter: connections closed at once because the limit was reached.
 pub const CONNECTIONS_REFUSED_TOTAL: &str = "delayd_beanstalk_connections_refused_total";
 

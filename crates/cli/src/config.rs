@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use delayd_local::Durability;
-use delayd_server::ServerOptions;
+use delayd_server::{ConnectionLimits, ServerOptions};
 
 use crate::duration::{parse_duration, parse_size};
 
@@ -78,6 +78,24 @@ pub struct ServeArgs {
     /// `0` turns the check off [default: 64MiB].
     #[arg(long, value_name = "SIZE")]
     pub disk_reserve: Option<String>,
+    /// Most open client connections, HTTP and beanstalkd together (split
+    /// evenly when both listen) [default: from the file-descriptor limit].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<String>,
+    /// Time a client has to send a request head once it started one, and
+    /// for a TLS handshake [default: 10s].
+    #[arg(long, value_name = "DURATION")]
+    pub http_header_timeout: Option<String>,
+    /// An HTTP connection with no request in progress is closed after this
+    /// long [default: 60s].
+    #[arg(long, value_name = "DURATION")]
+    pub http_idle_timeout: Option<String>,
+    /// PEM certificate chain: serve HTTPS (with `--tls-key`).
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `--tls-cert`.
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
     /// TOML file with any of these options.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -98,6 +116,20 @@ pub struct ServeConfig {
     pub horizon: Option<Duration>,
     /// The embedded store's free-space reserve, bytes.
     pub disk_reserve: u64,
+    /// The HTTP listener's connection limit (its share of
+    /// `--max-connections`) and timeouts.
+    pub http_limits: ConnectionLimits,
+    /// The beanstalkd listener's share of `--max-connections`.
+    pub beanstalk_max_connections: usize,
+    /// `None`: plain HTTP.
+    pub tls: Option<TlsFiles>,
+}
+
+/// `--tls-cert` and `--tls-key`, read when the server starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -167,6 +199,11 @@ const KEYS: &[&str] = &[
     "push_allow",
     "horizon",
     "disk_reserve",
+    "max_connections",
+    "http_header_timeout",
+    "http_idle_timeout",
+    "tls_cert",
+    "tls_key",
     "config",
 ];
 
@@ -255,6 +292,12 @@ fn flag_layer(args: &ServeArgs) -> BTreeMap<&'static str, Vec<String>> {
     put("max_delay", args.max_delay.clone());
     put("horizon", args.horizon.clone());
     put("disk_reserve", args.disk_reserve.clone());
+    put("max_connections", args.max_connections.clone());
+    put("http_header_timeout", args.http_header_timeout.clone());
+    put("http_idle_timeout", args.http_idle_timeout.clone());
+    let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+    put("tls_cert", path(&args.tls_cert));
+    put("tls_key", path(&args.tls_key));
     put(
         "config",
         args.config.as_ref().map(|p| p.display().to_string()),
@@ -381,6 +424,7 @@ fn build(layers: &Layers) -> Result<ServeConfig, ConfigError> {
     if let Err(reason) = delayd_push::PushPolicy::new(&push_allow).map_err(|e| e.to_string()) {
         return Err(ConfigError::Conflict(reason));
     }
+    let connections = connections(layers, beanstalk.is_some())?;
     let options = ServerOptions {
         tokens,
         max_payload,
@@ -398,7 +442,62 @@ fn build(layers: &Layers) -> Result<ServeConfig, ConfigError> {
         push_allow,
         horizon,
         disk_reserve,
+        http_limits: connections.http,
+        beanstalk_max_connections: connections.beanstalk,
+        tls: tls_files(layers)?,
     })
+}
+
+struct Connections {
+    http: ConnectionLimits,
+    beanstalk: usize,
+}
+
+/// `--max-connections` and the HTTP timeouts. The budget is split evenly
+/// between the listeners: each is protected from a flood on the other
+/// (beanstalkd clients keep idle connections on purpose, so the beanstalkd
+/// listener cannot make room by closing idle ones as HTTP does).
+fn connections(layers: &Layers, beanstalk_on: bool) -> Result<Connections, ConfigError> {
+    let default_budget = crate::fd_limit::default_max_connections().to_string();
+    let budget = layers.parse("max_connections", &default_budget, |v| {
+        match v.trim().parse::<usize>() {
+            Ok(0) | Err(_) => Err("expected a positive whole number".to_owned()),
+            Ok(n) => Ok(n),
+        }
+    })?;
+    let positive = |v: &str| {
+        parse_duration(v).and_then(|d| {
+            if d.is_zero() {
+                Err("must be longer than zero".to_owned())
+            } else {
+                Ok(d)
+            }
+        })
+    };
+    let header_timeout = layers.parse("http_header_timeout", "10s", positive)?;
+    let idle_timeout = layers.parse("http_idle_timeout", "60s", positive)?;
+    let beanstalk = if beanstalk_on { budget / 2 } else { 0 };
+    Ok(Connections {
+        http: ConnectionLimits {
+            max_connections: (budget - beanstalk).max(1),
+            header_timeout,
+            idle_timeout,
+        },
+        beanstalk: beanstalk.max(1),
+    })
+}
+
+fn tls_files(layers: &Layers) -> Result<Option<TlsFiles>, ConfigError> {
+    match (layers.one("tls_cert"), layers.one("tls_key")) {
+        (Some((_, cert)), Some((_, key))) => Ok(Some(TlsFiles {
+            cert: cert.into(),
+            key: key.into(),
+        })),
+        (None, None) => Ok(None),
+        _ => Err(ConfigError::Conflict(
+            "--tls-cert and --tls-key go together: give both or neither".into(),
+        )),
+    }
 }
 
 fn list(layers: &Layers, key: &'static str) -> Vec<String> {

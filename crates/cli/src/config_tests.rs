@@ -220,3 +220,66 @@ fn bad_values_give_clear_errors() {
         ServeConfig::resolve(&args(&["--config", "/no/such/file.toml"]), env(&[])).unwrap_err();
     assert!(matches!(err, ConfigError::ReadFile { .. }), "{err}");
 }
+
+#[test]
+fn connection_budget_and_timeouts() {
+    let c = ServeConfig::resolve(&args(&[]), env(&[])).unwrap();
+    let budget = crate::fd_limit::default_max_connections();
+    assert_eq!(
+        c.http_limits.max_connections + c.beanstalk_max_connections,
+        budget
+    );
+    assert_eq!(c.http_limits.header_timeout, Duration::from_secs(10));
+    assert_eq!(c.http_limits.idle_timeout, Duration::from_secs(60));
+    assert_eq!(c.tls, None);
+
+    // Split evenly with both listeners; all to HTTP with beanstalkd off.
+    let c = ServeConfig::resolve(&args(&["--max-connections", "301"]), env(&[])).unwrap();
+    assert_eq!(
+        (c.http_limits.max_connections, c.beanstalk_max_connections),
+        (151, 150)
+    );
+    let c = ServeConfig::resolve(
+        &args(&["--beanstalk", "off"]),
+        env(&[("DELAYD_MAX_CONNECTIONS", "300")]),
+    )
+    .unwrap();
+    assert_eq!(c.http_limits.max_connections, 300);
+
+    let f =
+        file("max_connections = 40\nhttp_header_timeout = \"2s\"\nhttp_idle_timeout = \"5m\"\n");
+    let c =
+        ServeConfig::resolve(&args(&["--config", f.path().to_str().unwrap()]), env(&[])).unwrap();
+    assert_eq!(c.http_limits.max_connections, 20);
+    assert_eq!(c.http_limits.header_timeout, Duration::from_secs(2));
+    assert_eq!(c.http_limits.idle_timeout, Duration::from_secs(300));
+
+    let msg = error(&["--max-connections", "0"], &[]);
+    assert!(
+        msg.contains("max_connections") && msg.contains("positive"),
+        "{msg}"
+    );
+    let msg = error(&["--http-idle-timeout", "0s"], &[]);
+    assert!(
+        msg.contains("http_idle_timeout") && msg.contains("zero"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn tls_needs_both_files() {
+    let c = ServeConfig::resolve(
+        &args(&["--tls-cert", "c.pem"]),
+        env(&[("DELAYD_TLS_KEY", "k.pem")]),
+    )
+    .unwrap();
+    let tls = c.tls.expect("TLS on");
+    assert_eq!(
+        (tls.cert.to_str(), tls.key.to_str()),
+        (Some("c.pem"), Some("k.pem"))
+    );
+    let msg = error(&["--tls-cert", "c.pem"], &[]);
+    assert!(msg.contains("--tls-cert and --tls-key"), "{msg}");
+    let msg = error(&[], &[("DELAYD_TLS_KEY", "k.pem")]);
+    assert!(msg.contains("--tls-cert and --tls-key"), "{msg}");
+}

@@ -31,6 +31,7 @@ mod commands;
 mod completions;
 mod config;
 mod duration;
+mod fd_limit;
 mod logging;
 mod output;
 mod serve;

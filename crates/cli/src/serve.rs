@@ -15,10 +15,15 @@ use anyhow::Context;
 use delayd_core::Broker;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ServeArgs, ServeConfig, StoreConfig};
+use delayd_server::{HttpListener, TlsConfig, TlsError};
+
+use crate::config::{ServeArgs, ServeConfig, StoreConfig, TlsFiles};
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = crate::config::resolve_from_process(&args)?;
+    // The recorder first: the listeners set their limit gauges on start.
+    delayd_server::metrics::handle();
+    let tls = config.tls.as_ref().map(load_tls).transpose()?;
     // Bind before opening the store: beanstalkd clients may connect within
     // ~50 ms of start and wait in the kernel's accept backlog meanwhile.
     let beanstalk_listener = match config.beanstalk {
@@ -31,23 +36,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let broker = open_broker(&config).await?;
     let stop = CancellationToken::new();
-
     let beanstalk = match beanstalk_listener {
-        Some(listener) => {
-            let server = delayd_beanstalk::BeanstalkServer::from_listener(
-                listener,
-                broker.clone(),
-                delayd_beanstalk::BeanstalkConfig::default(),
-                Arc::new(delayd_core::SystemClock),
-            )?;
-            tracing::info!(bound = %server.local_addr(), "beanstalkd protocol listening");
-            let handle = server.handle();
-            let stopped = stop.clone();
-            Some((
-                handle,
-                tokio::spawn(server.run(async move { stopped.cancelled().await })),
-            ))
-        }
+        Some(listener) => Some(start_beanstalk(listener, &config, &broker, &stop)?),
         None => None,
     };
 
@@ -65,10 +55,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         beanstalk.as_ref().map(|(handle, _)| handle.clone()),
     ));
 
-    let listener = tokio::net::TcpListener::bind(config.http)
-        .await
-        .with_context(|| format!("cannot listen for HTTP on {}", config.http))?;
-    tracing::info!(bound = %listener.local_addr()?, "HTTP API listening");
+    let listener = http_listener(&config, tls).await?;
     let stopped = stop.clone();
     let served = delayd_server::serve_until(listener, broker, config.options, async move {
         stopped.cancelled().await
@@ -84,6 +71,85 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     served?;
     tracing::info!("stopped");
     Ok(())
+}
+
+type Beanstalk = (
+    delayd_beanstalk::BeanstalkHandle,
+    tokio::task::JoinHandle<()>,
+);
+
+fn start_beanstalk(
+    listener: tokio::net::TcpListener,
+    config: &ServeConfig,
+    broker: &Arc<dyn Broker>,
+    stop: &CancellationToken,
+) -> anyhow::Result<Beanstalk> {
+    let beanstalk_config = delayd_beanstalk::BeanstalkConfig {
+        max_connections: config.beanstalk_max_connections,
+        ..delayd_beanstalk::BeanstalkConfig::default()
+    };
+    let server = delayd_beanstalk::BeanstalkServer::from_listener(
+        listener,
+        broker.clone(),
+        beanstalk_config,
+        Arc::new(delayd_core::SystemClock),
+    )?;
+    tracing::info!(
+        bound = %server.local_addr(),
+        max_connections = config.beanstalk_max_connections,
+        "beanstalkd protocol listening"
+    );
+    let handle = server.handle();
+    let stopped = stop.clone();
+    let task = tokio::spawn(server.run(async move { stopped.cancelled().await }));
+    Ok((handle, task))
+}
+
+async fn http_listener(
+    config: &ServeConfig,
+    tls: Option<TlsConfig>,
+) -> anyhow::Result<HttpListener> {
+    let tcp = tokio::net::TcpListener::bind(config.http)
+        .await
+        .with_context(|| format!("cannot listen for HTTP on {}", config.http))?;
+    let limits = config.http_limits;
+    tracing::info!(
+        bound = %tcp.local_addr()?,
+        tls = tls.is_some(),
+        max_connections = limits.max_connections,
+        header_timeout = ?limits.header_timeout,
+        idle_timeout = ?limits.idle_timeout,
+        fd_limit = crate::fd_limit::soft_fd_limit(),
+        "HTTP API listening"
+    );
+    let listener = HttpListener::from(tcp).with_limits(limits);
+    Ok(match tls {
+        Some(tls) => listener.with_tls(tls),
+        None => listener,
+    })
+}
+
+/// Reads and checks `--tls-cert` and `--tls-key`; errors name the file.
+fn load_tls(files: &TlsFiles) -> anyhow::Result<TlsConfig> {
+    let read = |path: &std::path::Path, option: &str| {
+        std::fs::read(path).with_context(|| format!("cannot read {option} {}", path.display()))
+    };
+    let cert = read(&files.cert, "--tls-cert")?;
+    let key = read(&files.key, "--tls-key")?;
+    TlsConfig::from_pem(&cert, &key).map_err(|err| {
+        let culprit = match err {
+            TlsError::NoCertificate | TlsError::BadCertificate(_) => {
+                format!("--tls-cert {}", files.cert.display())
+            }
+            TlsError::BadKey(_) => format!("--tls-key {}", files.key.display()),
+            TlsError::Rejected(_) => format!(
+                "--tls-cert {} with --tls-key {}",
+                files.cert.display(),
+                files.key.display()
+            ),
+        };
+        anyhow::Error::new(err).context(culprit)
+    })
 }
 
 async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn Broker>> {

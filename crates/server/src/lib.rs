@@ -7,10 +7,14 @@
 //! serve`'s configuration, opens the store and decides when to stop.
 //!
 //! # Layout
-//! - [`app`] builds the axum router; [`serve_http`] serves it with graceful
-//!   shutdown; [`serve_until`] adds the shutdown order (stop accepting,
-//!   drain in-flight requests, shut the broker down) once a caller-given
-//!   future resolves.
+//! - [`app`] builds the axum router; [`serve_http`] serves it on an
+//!   [`HttpListener`] with graceful shutdown; [`serve_until`] adds the
+//!   shutdown order (stop accepting, drain in-flight requests, shut the
+//!   broker down) once a caller-given future resolves.
+//! - `listener`: the accept loop (connection limit, closing the longest-idle
+//!   connection at it, accept failures, TLS handshakes, stopping);
+//!   `connection`: one connection's phase and its header and idle timeouts;
+//!   `tls`: [`TlsConfig`] (rustls).
 //! - `routes`: one file per resource (queues, messages, consume, dead, ops,
 //!   and `dashboard`: the two read-only endpoints the `/ui` page reads), the
 //!   route table and the OpenAPI document generated from the handlers'
@@ -28,14 +32,17 @@
 #![forbid(unsafe_code)]
 
 mod auth;
+mod connection;
 mod convert;
 pub mod error;
 mod extract;
+mod listener;
 pub mod metrics;
 mod options;
 mod routes;
 mod shutdown;
 mod state;
+mod tls;
 mod wire;
 
 use std::future::Future;
@@ -47,12 +54,17 @@ use axum::Router;
 use delayd_core::Broker;
 use tower_http::trace::TraceLayer;
 
+pub use listener::{
+    serve_http, ConnectionLimits, HttpListener, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+};
 pub use options::{
     ServerOptions, DEFAULT_MAX_BATCH, DEFAULT_MAX_BODY, DEFAULT_MAX_DELAY_MS, DEFAULT_MAX_PAYLOAD,
     DEFAULT_MAX_WAIT_MS,
 };
 pub use routes::ApiDoc;
 pub use shutdown::DRAIN_TIMEOUT;
+pub use tls::{TlsConfig, TlsError};
 
 use crate::shutdown::InFlight;
 use crate::state::AppState;
@@ -88,8 +100,8 @@ fn build(broker: Arc<dyn Broker>, options: ServerOptions) -> (Router, Arc<InFlig
         exported_queues: Arc::default(),
     };
     // Layers run outside-in from the last added: trace, auth, error bodies,
-    // then (per route, where the route template is known) metrics and
-    // in-flight tracking.
+    // then (per route, where the route template is known) metrics, the
+    // Content-Length check and in-flight tracking.
     // The dashboard's page and assets (/ui) need no token: all data they
     // show comes from /v1.
     let router = routes::router()
@@ -98,6 +110,10 @@ fn build(broker: Arc<dyn Broker>, options: ServerOptions) -> (Router, Arc<InFlig
         .layer(middleware::from_fn_with_state(
             in_flight.clone(),
             shutdown::track,
+        ))
+        .layer(middleware::from_fn_with_state(
+            max_body,
+            extract::reject_oversized,
         ))
         .layer(middleware::from_fn(metrics::track))
         .layer(DefaultBodyLimit::max(max_body))
@@ -108,24 +124,11 @@ fn build(broker: Arc<dyn Broker>, options: ServerOptions) -> (Router, Arc<InFlig
     (router, in_flight)
 }
 
-/// Serves `app` until `shutdown` resolves, then stops accepting and waits
-/// for open requests. Long-polling lease calls end only when the broker is
-/// shut down; [`serve_until`] orders that for you.
-pub async fn serve_http(
-    listener: tokio::net::TcpListener,
-    app: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-}
-
 /// Serves the API on `listener` until `signal`, then: stops accepting, lets
 /// in-flight requests finish (up to [`DRAIN_TIMEOUT`]), shuts the broker
 /// down (waiting lease calls return empty lists) and returns.
 pub async fn serve_until(
-    listener: tokio::net::TcpListener,
+    listener: impl Into<HttpListener>,
     broker: Arc<dyn Broker>,
     options: ServerOptions,
     signal: impl Future<Output = ()> + Send + 'static,

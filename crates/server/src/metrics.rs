@@ -17,6 +17,15 @@ use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, Promet
 pub const HTTP_REQUESTS_TOTAL: &str = "delayd_http_requests_total";
 /// Histogram, seconds: HTTP request latency. Same labels.
 pub const HTTP_REQUEST_SECONDS: &str = "delayd_http_request_duration_seconds";
+/// Gauge: open HTTP connections.
+pub const HTTP_CONNECTIONS: &str = "delayd_http_connections";
+/// Gauge: the most open HTTP connections (`--max-connections`' HTTP share).
+pub const HTTP_MAX_CONNECTIONS: &str = "delayd_http_max_connections";
+/// Counter: idle HTTP connections closed to admit a new one at the limit.
+pub const HTTP_CONNECTIONS_EVICTED_TOTAL: &str = "delayd_http_connections_evicted_total";
+/// Counter: HTTP connections answered 503 and closed at the limit because
+/// every open one was busy.
+pub const HTTP_CONNECTIONS_REFUSED_TOTAL: &str = "delayd_http_connections_refused_total";
 /// Gauge: live messages. Labels `queue`, `state`.
 pub const QUEUE_MESSAGES: &str = "delayd_queue_messages";
 /// Gauge: 1 while the queue is paused. Label `queue`.

@@ -40,6 +40,22 @@ pub struct Server {
 pub fn serve_command(args: &[&str], cwd: Option<&Path>, env: &[(&str, String)]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_delayd"));
     command.arg("serve").args(args);
+    prepare(command, cwd, env)
+}
+
+/// [`serve_command`] under a soft and hard limit of `fd_limit` open files
+/// (the shell's `ulimit -n`, then `exec`, so the server is the child).
+pub fn serve_command_with_fd_limit(fd_limit: u32, args: &[&str]) -> Command {
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!(r#"ulimit -n {fd_limit} && exec "$0" serve "$@""#))
+        .arg(env!("CARGO_BIN_EXE_delayd"))
+        .args(args);
+    prepare(command, None, &[])
+}
+
+fn prepare(mut command: Command, cwd: Option<&Path>, env: &[(&str, String)]) -> Command {
     if let Some(cwd) = cwd {
         command.current_dir(cwd);
     }

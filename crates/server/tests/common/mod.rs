@@ -3,11 +3,13 @@
 
 #![expect(dead_code, reason = "each test file uses a different subset")]
 
+pub mod raw;
+
 use std::sync::Arc;
 
 use delayd_core::testkit::ModelBroker;
 use delayd_core::Broker;
-use delayd_server::{serve_until, ServerError, ServerOptions};
+use delayd_server::{serve_until, HttpListener, ServerError, ServerOptions};
 use reqwest::Method;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -40,7 +42,15 @@ pub async fn model_broker() -> (Arc<dyn Broker>, ()) {
 }
 
 pub async fn start(broker: Arc<dyn Broker>, options: ServerOptions) -> Server {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    start_on(bind().await, broker, options)
+}
+
+pub async fn bind() -> HttpListener {
+    HttpListener::from(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap())
+}
+
+/// A server on `listener` (with its limits and TLS, if any).
+pub fn start_on(listener: HttpListener, broker: Arc<dyn Broker>, options: ServerOptions) -> Server {
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
     let signal = async move {
