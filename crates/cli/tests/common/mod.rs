@@ -126,12 +126,16 @@ impl Server {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 let line = strip_ansi(&line);
-                if line.contains("HTTP API listening") {
-                    if let Some(addr) = bound_addr(&line) {
-                        let _ = tx.send(addr);
-                    }
-                }
+                // Logged before the address is handed over, so a test that
+                // reads the log once the server is up sees this line too.
+                let addr = line
+                    .contains("HTTP API listening")
+                    .then(|| bound_addr(&line))
+                    .flatten();
                 lines.lock().unwrap().push(line);
+                if let Some(addr) = addr {
+                    let _ = tx.send(addr);
+                }
             }
         });
         let mut server = Server {
