@@ -18,6 +18,8 @@
 //!   (specified in docs/storage.md).
 //! - `sync`: the state lock's cell and the sync thread, which writes each
 //!   commit group to the engine as one batch and fsyncs it.
+//! - [`check`]: finding damaged journal batches, table and version files
+//!   and records (`delayd check`; open runs its cheap part).
 //! - [`error`]: [`OpenError`], [`StoreError`].
 //!
 //! Architecture invariants: the store is written only in whole commit
@@ -64,6 +66,7 @@
 
 mod api;
 mod broker;
+pub mod check;
 mod codec;
 pub mod config;
 mod consume;
@@ -80,4 +83,5 @@ mod waiters;
 
 pub use broker::{LocalBroker, RecoveryReport, StoreStats};
 pub use config::{Durability, LocalConfig};
+pub use check::{CheckReport, FileKind, Finding, Severity};
 pub use error::{OpenError, StoreError};
