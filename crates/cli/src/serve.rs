@@ -99,7 +99,7 @@ async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn Broker>> {
             }
             let broker = delayd_local::LocalBroker::open(local)
                 .await
-                .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
+                .map_err(|e| open_failed(e, data_dir))?;
             tracing::info!(data = %data_dir.display(), report = ?broker.recovery_report(), "store open");
             Arc::new(broker)
         }
@@ -113,6 +113,21 @@ async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn Broker>> {
             Arc::new(broker)
         }
     })
+}
+
+/// The open error with what to do: a damaged store gets the command that
+/// lists every damaged file (the error itself names the first one).
+fn open_failed(err: delayd_local::OpenError, data_dir: &std::path::Path) -> anyhow::Error {
+    let dir = data_dir.display();
+    let advice = if err.is_corruption() {
+        format!(
+            "cannot open the store in {dir}: it is damaged; stop here and run \
+             `delayd check --data {dir}` to list every damaged file and what to do"
+        )
+    } else {
+        format!("cannot open the store in {dir}")
+    };
+    anyhow::Error::new(err).context(advice)
 }
 
 /// SIGTERM/SIGINT stop the server; SIGUSR1 puts the beanstalkd listener in

@@ -82,6 +82,6 @@ mod timers;
 mod waiters;
 
 pub use broker::{LocalBroker, RecoveryReport, StoreStats};
-pub use config::{Durability, LocalConfig};
 pub use check::{CheckReport, FileKind, Finding, Severity};
+pub use config::{Durability, LocalConfig};
 pub use error::{OpenError, StoreError};

@@ -61,11 +61,16 @@ fn batch_ends(bytes: &[u8]) -> Vec<usize> {
 }
 
 async fn expect_refused(dir: &Path, kind: FileKind, file: &Path) -> String {
-    let err = open(dir).await.err().expect("open must refuse a damaged store");
+    let err = open(dir)
+        .await
+        .err()
+        .expect("open must refuse a damaged store");
     assert!(err.is_corruption(), "{err}");
     let found = err.damage();
     assert!(
-        found.iter().any(|f| f.kind == kind && dir.join(&f.path) == file),
+        found
+            .iter()
+            .any(|f| f.kind == kind && dir.join(&f.path) == file),
         "expected {kind} {} in {found:#?}",
         file.display()
     );
@@ -108,12 +113,19 @@ async fn rot_in_a_journal_payload_is_refused_named_and_salvageable() {
         .find(|s| !s.is_empty())
         .and_then(|s| s.parse().ok())
         .expect("an offset in the location");
-    let file = std::fs::OpenOptions::new().write(true).open(&path).expect("open journal");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open journal");
     file.set_len(offset).expect("truncate");
     drop(file);
     let present = ids_present(dir.path()).await;
     assert!(!present.is_empty() && present.len() < 20, "{present:?}");
-    assert_eq!(present, (0..present.len()).collect::<Vec<_>>(), "a prefix is kept");
+    assert_eq!(
+        present,
+        (0..present.len()).collect::<Vec<_>>(),
+        "a prefix is kept"
+    );
 }
 
 #[tokio::test]
@@ -201,8 +213,8 @@ async fn rot_in_a_table_data_block_fails_reads_of_it_without_panic() {
     drop(broker);
     // `check` finds it by the table's checksum.
     let scratch = tempfile::tempdir().expect("tempdir");
-    let report = delayd_local::check::check(dir.path(), &scratch.path().join("copy"))
-        .expect("check runs");
+    let report =
+        delayd_local::check::check(dir.path(), &scratch.path().join("copy")).expect("check runs");
     assert!(report.damaged());
     let table_finding = report
         .findings
@@ -211,5 +223,8 @@ async fn rot_in_a_table_data_block_fails_reads_of_it_without_panic() {
         .expect("the table is named");
     assert_eq!(dir.path().join(&table_finding.path), table);
     assert_eq!(table_finding.severity, Severity::Damage);
-    assert!(table_finding.affects.contains("payloads"), "{table_finding:?}");
+    assert!(
+        table_finding.affects.contains("payloads"),
+        "{table_finding:?}"
+    );
 }

@@ -106,9 +106,11 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
-    /// Any finding other than a torn tail.
+    /// Any finding other than a torn tail, or a store the engine cannot
+    /// open although no file was found damaged.
     pub fn damaged(&self) -> bool {
-        self.findings.iter().any(|f| f.severity == Severity::Damage)
+        self.records_unchecked.is_some()
+            || self.findings.iter().any(|f| f.severity == Severity::Damage)
     }
 }
 
@@ -173,7 +175,12 @@ fn check_journals(dir: &Path, counts: &mut (u64, u64)) -> Result<Vec<Finding>, S
         counts.0 += 1;
         counts.1 += scan.batches;
         for bad in scan.bad {
-            out.push(journal_finding(dir, path, Some(path) == newest.as_ref(), bad));
+            out.push(journal_finding(
+                dir,
+                path,
+                Some(path) == newest.as_ref(),
+                bad,
+            ));
         }
     }
     Ok(out)
@@ -206,7 +213,11 @@ fn journal_finding(dir: &Path, path: &Path, newest: bool, bad: journal::BadBatch
             Some(seqno) => format!("offset {}, batch seqno {seqno}", bad.offset),
             None => format!("offset {}", bad.offset),
         },
-        problem: format!("{} ({} bytes unreadable)", bad.problem, bad.until - bad.offset),
+        problem: format!(
+            "{} ({} bytes unreadable)",
+            bad.problem,
+            bad.until - bad.offset
+        ),
         affects: format!("one commit group of the most recent writes; {read}"),
         action: if tail {
             "none: the next open cuts this torn last write".into()
@@ -218,7 +229,11 @@ fn journal_finding(dir: &Path, path: &Path, newest: bool, bad: journal::BadBatch
                 rel.display()
             )
         },
-        severity: if tail { Severity::TornTail } else { Severity::Damage },
+        severity: if tail {
+            Severity::TornTail
+        } else {
+            Severity::Damage
+        },
         kind: FileKind::Journal,
         path: rel,
     }
@@ -238,7 +253,10 @@ fn check_tables(dir: &Path, tables_too: bool) -> Result<Vec<Finding>, StoreError
                 None => (FileKind::Version, format!("keyspace {name}")),
             };
             let affects = if bad.version_file {
-                format!("{name}: the list of its tables, so all of {}", keyspace_holds(id))
+                format!(
+                    "{name}: the list of its tables, so all of {}",
+                    keyspace_holds(id)
+                )
             } else {
                 format!("{name}: part of {}", keyspace_holds(id))
             };
@@ -311,7 +329,9 @@ fn record_finding(bad: records::BadRecord) -> Finding {
         severity: Severity::Damage,
         location: format!("keyspace {}", bad.keyspace),
         problem: bad.problem,
-        affects: bad.key.unwrap_or_else(|| format!("{} (unknown keys)", bad.keyspace)),
+        affects: bad
+            .key
+            .unwrap_or_else(|| format!("{} (unknown keys)", bad.keyspace)),
         action: RESTORE.into(),
     }
 }
@@ -332,7 +352,8 @@ fn copy_dir(from: &Path, to: &Path) -> Result<(), StoreError> {
         let (src, dst) = (entry.path(), to.join(entry.file_name()));
         if src.is_dir() {
             copy_dir(&src, &dst)?;
-        } else if entry.file_name() != "lock" {
+        } else {
+            // The lock file too: fjall expects it (a copy holds no lock).
             std::fs::copy(&src, &dst).map_err(|source| io(&src, source))?;
         }
     }
@@ -358,7 +379,40 @@ mod tests {
             &store.pinned,
         ];
         for keyspace in spaces {
-            assert_eq!(keyspace_name(keyspace.id()), keyspace.name().as_ref() as &str);
+            assert_eq!(
+                keyspace_name(keyspace.id()),
+                keyspace.name().as_ref() as &str
+            );
         }
+    }
+
+    /// A value that passes every checksum but is not a delayd record (a
+    /// bug, or bytes from another version) is found by decoding.
+    #[test]
+    fn an_undecodable_record_is_named_by_its_message() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let opened = Store::open(dir.path(), 1 << 20).expect("open");
+            let mut set = crate::store::WriteSet::default();
+            let queue = delayd_core::QueueName::new("orders").expect("queue");
+            let id = delayd_core::MessageId::new("o-1").expect("id");
+            let key = crate::codec::message_key(&queue, &id);
+            set.put(crate::store::Space::Messages, key, vec![1, 0xff, 0xff]);
+            opened.store.commit(&set).expect("commit");
+            opened
+                .store
+                .db
+                .persist(fjall::PersistMode::SyncAll)
+                .expect("persist");
+        }
+        let scratch = tempfile::tempdir().expect("tempdir");
+        let report = check(dir.path(), &scratch.path().join("copy")).expect("check");
+        let finding = &report.findings[0];
+        assert_eq!(
+            (finding.kind, finding.severity),
+            (FileKind::Record, Severity::Damage)
+        );
+        assert_eq!(finding.affects, "message orders/o-1");
+        assert!(report.damaged());
     }
 }

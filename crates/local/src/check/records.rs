@@ -97,7 +97,9 @@ pub(crate) fn describe_key(keyspace: &str, key: &[u8]) -> String {
         "messages" => codec::decode_message_key(key)
             .ok()
             .map(|(q, id)| format!("message {}/{}", q.as_str(), id.as_str())),
-        "queues" => queue_name(key).ok().map(|q| format!("queue {}", q.as_str())),
+        "queues" => queue_name(key)
+            .ok()
+            .map(|q| format!("queue {}", q.as_str())),
         "payloads" | "pinned" => codec::decode_u64(key).ok().map(|s| format!("seq {s}")),
         "due" => codec::decode_due_key(key)
             .ok()

@@ -65,7 +65,10 @@ pub(crate) fn xxh3_128_of(path: &Path) -> std::io::Result<u128> {
 }
 
 fn le(bytes: &[u8]) -> u128 {
-    bytes.iter().rev().fold(0u128, |acc, b| (acc << 8) | u128::from(*b))
+    bytes
+        .iter()
+        .rev()
+        .fold(0u128, |acc, b| (acc << 8) | u128::from(*b))
 }
 
 /// Checks the version file of one keyspace; `tables`: also every table
@@ -81,7 +84,14 @@ pub(crate) fn check_keyspace(id: u64, dir: &Path, tables: bool) -> Vec<BadFile> 
     let current = dir.join("current");
     let bytes = match std::fs::read(&current) {
         Ok(bytes) if bytes.len() >= 25 => bytes,
-        Ok(bytes) => return vec![bad(current, true, None, format!("{} bytes, expected 25", bytes.len()))],
+        Ok(bytes) => {
+            return vec![bad(
+                current,
+                true,
+                None,
+                format!("{} bytes, expected 25", bytes.len()),
+            )]
+        }
         Err(e) => return vec![bad(current, true, None, format!("unreadable: {e}"))],
     };
     let version = dir.join(format!("v{}", le(&bytes[..8])));
@@ -113,10 +123,7 @@ pub(crate) fn check_keyspace(id: u64, dir: &Path, tables: bool) -> Vec<BadFile> 
 /// The tables a (checksum-verified) version file lists.
 fn listed_tables(version: &Path) -> Result<Vec<Listed>, String> {
     let reader = sfa::Reader::new(version).map_err(|e| format!("unreadable: {e:?}"))?;
-    let section = reader
-        .toc()
-        .section(b"tables")
-        .ok_or("no tables section")?;
+    let section = reader.toc().section(b"tables").ok_or("no tables section")?;
     let mut bytes = Vec::new();
     section
         .reader(version)
