@@ -119,15 +119,15 @@ async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn Broker>> {
 /// lists every damaged file (the error itself names the first one).
 fn open_failed(err: delayd_local::OpenError, data_dir: &std::path::Path) -> anyhow::Error {
     let dir = data_dir.display();
-    let advice = if err.is_corruption() {
-        format!(
+    if err.is_corruption() {
+        // One line, not the error chain: `OpenError` already prints its
+        // source, and the chain would repeat the findings.
+        return anyhow::anyhow!(
             "cannot open the store in {dir}: it is damaged; stop here and run \
-             `delayd check --data {dir}` to list every damaged file and what to do"
-        )
-    } else {
-        format!("cannot open the store in {dir}")
-    };
-    anyhow::Error::new(err).context(advice)
+             `delayd check --data {dir}` to list every damaged file and what to do: {err}"
+        );
+    }
+    anyhow::Error::new(err).context(format!("cannot open the store in {dir}"))
 }
 
 /// SIGTERM/SIGINT stop the server; SIGUSR1 puts the beanstalkd listener in
