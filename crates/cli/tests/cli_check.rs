@@ -46,13 +46,8 @@ fn store(messages: usize) -> tempfile::TempDir {
 }
 
 fn journal(dir: &Path) -> PathBuf {
-    let mut journals: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("read dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "jnl"))
-        .collect();
-    journals.sort();
-    journals.pop().expect("a journal")
+    let journals = delayd_local::check::journals(dir).expect("read dir");
+    journals.last().cloned().expect("a journal")
 }
 
 /// Flips a payload byte of a batch in the middle of the journal.

@@ -35,13 +35,8 @@ async fn fill(dir: &Path, count: usize, payload_bytes: usize) {
 }
 
 fn journal(dir: &Path) -> PathBuf {
-    let mut journals: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("read dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "jnl"))
-        .collect();
-    journals.sort();
-    journals.pop().expect("a journal")
+    let journals = delayd_local::check::journals(dir).expect("read dir");
+    journals.last().cloned().expect("a journal")
 }
 
 fn flip(path: &Path, at: usize) {

@@ -164,6 +164,12 @@ fn journal_files(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
     Ok(out)
 }
 
+/// The journal files of a data directory, oldest first (the last is the
+/// one being written).
+pub fn journals(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    Ok(journal_files(dir)?.into_iter().map(|(_, p)| p).collect())
+}
+
 /// Checks every journal batch; `counts` gets (journals, batches).
 fn check_journals(dir: &Path, counts: &mut (u64, u64)) -> Result<Vec<Finding>, StoreError> {
     let files = journal_files(dir).map_err(|source| io(dir, source))?;
