@@ -8,6 +8,8 @@
 //!   nack, cancel, queues, stats).
 //! - `admin`: operator subcommands (dead, redrive, pause, resume,
 //!   reschedule, queue show/list/set, delete-queue).
+//! - `check`: `delayd check --data DIR`, the LocalBroker store's damage
+//!   report (exit 1 when damage is found).
 //! - `completions`: shell completion scripts generated from the grammar.
 //! - `logging`: `serve`'s log filter and `--log-format`.
 //! - `output`: stdout writes that survive a closed pipe; JSON errors.
@@ -19,7 +21,8 @@
 //! - `bench`: the load generator (`delayd bench`), with its accounting in
 //!   `bench::tally` and its report in `bench::report`.
 //!
-//! Exit codes: 0 success, 1 the server answered an error, 2 bad usage
+//! Exit codes: 0 success, 1 the server answered an error (`check`: damage
+//! found), 2 bad usage
 //! (clap's own code), 3 the server could not be reached, 141 stdout was
 //! closed by its reader (`delayd queues | head -1`).
 
@@ -27,6 +30,7 @@
 
 mod admin;
 mod bench;
+mod check;
 mod commands;
 mod completions;
 mod config;
@@ -122,6 +126,9 @@ enum Command {
     Bench(bench::BenchArgs),
     #[command(flatten)]
     Admin(admin::AdminCommand),
+    /// Check a stopped server's data directory for damaged files and
+    /// records (exit 0 clean, 1 damage found).
+    Check(check::CheckArgs),
     /// Print a shell completion script (bash, zsh, fish, ...).
     Completions(completions::CompletionsArgs),
 }
@@ -141,6 +148,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Stats(args) => commands::stats(args).await,
         Command::Bench(args) => bench::run(args).await,
         Command::Admin(command) => admin::run(command).await,
+        Command::Check(args) => check::run(args).await,
         Command::Completions(args) => completions::run(args, Cli::command()),
     }
 }

@@ -166,7 +166,7 @@ async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn Broker>> {
             }
             let broker = delayd_local::LocalBroker::open(local)
                 .await
-                .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
+                .map_err(|e| open_failed(e, data_dir))?;
             tracing::info!(data = %data_dir.display(), report = ?broker.recovery_report(), "store open");
             Arc::new(broker)
         }
@@ -180,6 +180,21 @@ async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn Broker>> {
             Arc::new(broker)
         }
     })
+}
+
+/// The open error with what to do: a damaged store gets the command that
+/// lists every damaged file (the error itself names the first one).
+fn open_failed(err: delayd_local::OpenError, data_dir: &std::path::Path) -> anyhow::Error {
+    let dir = data_dir.display();
+    if err.is_corruption() {
+        // One line, not the error chain: `OpenError` already prints its
+        // source, and the chain would repeat the findings.
+        return anyhow::anyhow!(
+            "cannot open the store in {dir}: it is damaged; stop here and run \
+             `delayd check --data {dir}` to list every damaged file and what to do: {err}"
+        );
+    }
+    anyhow::Error::new(err).context(format!("cannot open the store in {dir}"))
 }
 
 /// SIGTERM/SIGINT stop the server; SIGUSR1 puts the beanstalkd listener in

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::check::Finding;
+
 /// A failure of the embedded store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -16,6 +18,11 @@ pub enum StoreError {
     /// Bytes on disk that this version cannot read.
     #[error("corrupt store: {0}")]
     Corrupt(String),
+    /// Files of the store are damaged (checksum mismatch, or a journal
+    /// batch that does not decode with whole batches after it); opening
+    /// refuses rather than let the engine drop committed data.
+    #[error("damaged: {}", summary(.0))]
+    Damaged(Vec<Finding>),
     /// A commit or fsync failed earlier; the broker takes no more writes
     /// because what is on disk may no longer match what it acknowledged.
     #[error("store refuses writes after a failed commit or fsync: {0}")]
@@ -24,6 +31,14 @@ pub enum StoreError {
     /// (it is retried).
     #[error("storage engine closed after a failed write; reopening it failed and is retried")]
     Closed,
+}
+
+fn summary(found: &[Finding]) -> String {
+    match found {
+        [] => "no damaged file found".into(),
+        [one] => one.to_string(),
+        [first, rest @ ..] => format!("{first}; and {} more", rest.len()),
+    }
 }
 
 /// Why [`crate::LocalBroker::open`] failed.
@@ -37,4 +52,38 @@ pub enum OpenError {
         found: u8,
         expected: u8,
     },
+}
+
+impl OpenError {
+    /// The damaged files and records open found, if that is why it failed.
+    pub fn damage(&self) -> &[Finding] {
+        match self {
+            OpenError::Store {
+                source: StoreError::Damaged(found),
+                ..
+            } => found,
+            _ => &[],
+        }
+    }
+
+    /// Whether the store's bytes are the problem (not permissions, a lock,
+    /// a full disk): `delayd check` can say more.
+    pub fn is_corruption(&self) -> bool {
+        match self {
+            OpenError::Store { source, .. } => matches!(
+                source,
+                StoreError::Damaged(_)
+                    | StoreError::Corrupt(_)
+                    | StoreError::Engine(
+                        fjall::Error::JournalRecovery(_)
+                            | fjall::Error::Storage(_)
+                            | fjall::Error::InvalidTag(_)
+                            | fjall::Error::InvalidTrailer
+                            | fjall::Error::Decompress(_)
+                            | fjall::Error::Unrecoverable
+                    )
+            ),
+            OpenError::FormatVersion { .. } => false,
+        }
+    }
 }

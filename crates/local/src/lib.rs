@@ -21,6 +21,8 @@
 //! - `disk`: the free-space reserve below which enqueues are refused.
 //! - `fault`: the fault-injection seam of the tests (feature
 //!   `fault-injection`).
+//! - [`check`]: finding damaged journal batches, table and version files
+//!   and records (`delayd check`; open runs its cheap part).
 //! - [`error`]: [`OpenError`], [`StoreError`].
 //!
 //! Architecture invariants: the store is written only in whole commit
@@ -67,6 +69,7 @@
 
 mod api;
 mod broker;
+pub mod check;
 mod codec;
 pub mod config;
 mod consume;
@@ -84,6 +87,7 @@ mod timers;
 mod waiters;
 
 pub use broker::{LocalBroker, RecoveryReport, StoreStats};
+pub use check::{CheckReport, FileKind, Finding, Severity};
 pub use config::{Durability, LocalConfig};
 pub use error::{OpenError, StoreError};
 #[cfg(any(test, feature = "fault-injection"))]

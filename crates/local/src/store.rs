@@ -176,11 +176,13 @@ impl Engine {
         // the damage; finding the last written byte before the open is how
         // we can report it.
         let before = journal_written_ends(dir)?;
+        refuse_damage(crate::check::before_open(dir)?)?;
         let db = Database::builder(dir)
             .cache_size(cache_bytes as u64)
             // Bounds journal replay at start-up (restart-to-first-delivery).
             .max_journaling_size(64 * 1024 * 1024)
-            .open()?;
+            .open()
+            .map_err(|e| name_damage(dir, e))?;
         let after = journal_sizes(dir)?;
         let torn_tail_bytes = before
             .iter()
@@ -254,6 +256,21 @@ impl Store {
             Some(engine) => f(engine),
             None => Err(StoreError::Closed),
         }
+    }
+
+    /// Handles of every keyspace with its name, in creation order (what
+    /// `delayd check` reads record by record).
+    pub fn keyspaces(&self) -> Result<[(&'static str, Keyspace); 6], StoreError> {
+        self.with(|e| {
+            Ok([
+                ("meta", e.meta.clone()),
+                ("queues", e.queues.clone()),
+                ("messages", e.messages.clone()),
+                ("payloads", e.payloads.clone()),
+                ("due", e.due.clone()),
+                ("pinned", e.pinned.clone()),
+            ])
+        })
     }
 
     /// `fjall::Database::persist` on the open engine.
@@ -398,6 +415,33 @@ impl Store {
             }
             Ok(out)
         })
+    }
+}
+
+/// Fails on damage other than a torn journal tail: fjall would refuse
+/// some of it without naming the file, and silently cut a journal at a
+/// batch it cannot decode, dropping the committed batches after it.
+fn refuse_damage(found: Vec<crate::check::Finding>) -> Result<(), StoreError> {
+    let damage: Vec<_> = found
+        .into_iter()
+        .filter(|f| f.severity == crate::check::Severity::Damage)
+        .collect();
+    if damage.is_empty() {
+        Ok(())
+    } else {
+        Err(StoreError::Damaged(damage))
+    }
+}
+
+/// The engine failed to open: if files are damaged (a table fjall could
+/// not read at open), say which, rather than fjall's bare error.
+fn name_damage(dir: &Path, error: fjall::Error) -> StoreError {
+    if matches!(error, fjall::Error::Locked) {
+        return error.into();
+    }
+    match crate::check::files(dir).map(refuse_damage) {
+        Ok(Err(damaged)) => damaged,
+        _ => error.into(),
     }
 }
 
