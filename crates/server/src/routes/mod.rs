@@ -13,6 +13,8 @@ mod ops;
 mod queues;
 
 #[cfg(test)]
+mod body_fuzz_tests;
+#[cfg(test)]
 mod openapi_tests;
 
 use axum::handler::Handler;
