@@ -56,10 +56,17 @@ fi
 
 echo "fuzzing parse for ${seconds}s (jobs=$jobs), corpus $(ls "$corpus" | wc -l) inputs"
 # -max_len covers a line plus a body past the decoder's 16-byte test limit.
+# With -jobs libFuzzer writes each worker's output to fuzz-N.log in the
+# current directory: run from the corpus's parent and clean up after.
+parallel=()
+[ "$jobs" -gt 1 ] && parallel=(-jobs="$jobs" -workers="$jobs")
+log="$(mktemp)"
+status=0
 "$bin" "$corpus" -artifact_prefix="$artifacts/" -max_total_time="$seconds" \
-  -max_len=4096 -print_final_stats=1 -jobs="$jobs" -workers="$jobs" 2>&1 |
-  grep -E '^(stat::|#[0-9]+ +DONE|==[0-9]+==|SUMMARY|Done|INFO: Running|.*(crash|panicked|deadly))' || true
-status=${PIPESTATUS[0]}
+  -max_len=4096 -print_final_stats=1 "${parallel[@]}" >"$log" 2>&1 || status=$?
+cat fuzz-*.log >>"$log" 2>/dev/null && rm -f fuzz-*.log
+grep -E '^(stat::|Done [0-9]+ runs|==[0-9]+==|SUMMARY|INFO: Running)|panicked|deadly' "$log" || true
+rm -f "$log"
 if [ -n "$(ls -A "$artifacts")" ]; then
   echo "crash inputs in $artifacts:" && ls "$artifacts"
   exit 1

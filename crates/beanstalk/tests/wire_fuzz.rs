@@ -169,7 +169,7 @@ fn check_replies(mut out: &[u8]) -> Result<usize, String> {
         out = &out[end + 2..];
         let words: Vec<&str> = line.split(' ').collect();
         let numeric = |w: &&str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit());
-        let body_len = match words[..] {
+        let body_len: Option<usize> = match words[..] {
             ["RESERVED" | "FOUND", id, len] if numeric(&id) && numeric(&len) => len.parse().ok(),
             ["OK", len] if numeric(&len) => len.parse().ok(),
             ["USING", tube] if is_valid_name(tube.as_bytes()) => None,
@@ -185,7 +185,6 @@ fn check_replies(mut out: &[u8]) -> Result<usize, String> {
             [] => return Err("empty reply".into()),
         };
         if let Some(len) = body_len {
-            let len: usize = len;
             if out.len() < len + 2 || &out[len..len + 2] != b"\r\n" {
                 return Err(format!("{line:?} not followed by {len} bytes and CRLF"));
             }

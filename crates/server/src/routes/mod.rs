@@ -57,6 +57,19 @@ impl Verb {
         }
     }
 
+    /// The method as an HTTP request carries it.
+    #[cfg(test)]
+    pub fn method(self) -> axum::http::Method {
+        use axum::http::Method;
+        match self {
+            Verb::Get => Method::GET,
+            Verb::Post => Method::POST,
+            Verb::Put => Method::PUT,
+            Verb::Patch => Method::PATCH,
+            Verb::Delete => Method::DELETE,
+        }
+    }
+
     /// The method as an OpenAPI path item names it (lowercase).
     #[cfg(test)]
     pub fn openapi_name(self) -> &'static str {
