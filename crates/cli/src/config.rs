@@ -41,9 +41,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     pub data: Option<PathBuf>,
     /// `redis://HOST:PORT[/DB]` (or a comma-separated list of cluster
-    /// nodes): use the Redis backend instead of the embedded store.
+    /// nodes): use the Redis backend instead of the embedded store;
+    /// `rediss://` for TLS.
     #[arg(long, value_name = "URL[,URL...]")]
     pub store: Option<String>,
+    /// PEM file of the CA(s) that `rediss://` servers are checked against,
+    /// instead of the system's trust store.
+    #[arg(long, value_name = "FILE")]
+    pub redis_tls_ca: Option<PathBuf>,
     /// `always` (fsync every group commit), `interval` or `never`
     /// [default: always].
     #[arg(long, value_name = "MODE")]
@@ -140,6 +145,8 @@ pub enum StoreConfig {
     },
     Redis {
         urls: Vec<String>,
+        /// `--redis-tls-ca`: trusted CAs for `rediss://` (PEM file).
+        tls_ca: Option<PathBuf>,
     },
 }
 
@@ -189,6 +196,7 @@ const KEYS: &[&str] = &[
     "beanstalk",
     "data",
     "store",
+    "redis_tls_ca",
     "durability",
     "durability_interval",
     "token",
@@ -285,6 +293,10 @@ fn flag_layer(args: &ServeArgs) -> BTreeMap<&'static str, Vec<String>> {
     put("beanstalk", args.beanstalk.clone());
     put("data", args.data.as_ref().map(|p| p.display().to_string()));
     put("store", args.store.clone());
+    put(
+        "redis_tls_ca",
+        args.redis_tls_ca.as_ref().map(|p| p.display().to_string()),
+    );
     put("durability", args.durability.clone());
     put("durability_interval", args.durability_interval.clone());
     put("max_payload", args.max_payload.clone());
@@ -510,13 +522,17 @@ fn list(layers: &Layers, key: &'static str) -> Vec<String> {
 fn store(layers: &Layers) -> Result<StoreConfig, ConfigError> {
     if let Some((source, value)) = layers.one("store") {
         let urls = split_list(&value);
-        let bad = urls.is_empty() || urls.iter().any(|u| !u.starts_with("redis://"));
+        let bad = urls.is_empty()
+            || urls
+                .iter()
+                .any(|u| !u.starts_with("redis://") && !u.starts_with("rediss://"));
         if bad {
             return Err(ConfigError::Invalid {
                 key: "store",
                 value,
                 origin: source,
-                reason: "expected redis://HOST:PORT[/DB] or a comma-separated list of them".into(),
+                reason: "expected redis://HOST:PORT[/DB] (rediss:// for TLS) or a comma-separated list of them"
+                    .into(),
             });
         }
         if layers.one("data").is_some() {
@@ -524,7 +540,13 @@ fn store(layers: &Layers) -> Result<StoreConfig, ConfigError> {
                 "--data and --store select different backends; give only one".into(),
             ));
         }
-        return Ok(StoreConfig::Redis { urls });
+        let tls_ca = layers.one("redis_tls_ca").map(|(_, v)| PathBuf::from(v));
+        return Ok(StoreConfig::Redis { urls, tls_ca });
+    }
+    if layers.one("redis_tls_ca").is_some() {
+        return Err(ConfigError::Conflict(
+            "--redis-tls-ca applies only to a Redis --store".into(),
+        ));
     }
     let data_dir = PathBuf::from(
         layers

@@ -128,9 +128,28 @@ fn stores_and_durability() {
     assert_eq!(
         c.store,
         StoreConfig::Redis {
-            urls: vec!["redis://a:6379".into(), "redis://b:6379/2".into()]
+            urls: vec!["redis://a:6379".into(), "redis://b:6379/2".into()],
+            tls_ca: None,
         }
     );
+    let c = ServeConfig::resolve(
+        &args(&[
+            "--store",
+            "rediss://a:6380",
+            "--redis-tls-ca",
+            "/etc/ca.pem",
+        ]),
+        env(&[]),
+    )
+    .unwrap();
+    assert_eq!(
+        c.store,
+        StoreConfig::Redis {
+            urls: vec!["rediss://a:6380".into()],
+            tls_ca: Some("/etc/ca.pem".into()),
+        }
+    );
+    assert!(ServeConfig::resolve(&args(&["--redis-tls-ca", "/etc/ca.pem"]), env(&[])).is_err());
     let c = ServeConfig::resolve(
         &args(&["--durability", "interval", "--data", "/tmp/x"]),
         env(&[]),

@@ -170,9 +170,14 @@ async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn Broker>> {
             tracing::info!(data = %data_dir.display(), report = ?broker.recovery_report(), "store open");
             Arc::new(broker)
         }
-        StoreConfig::Redis { urls } => {
+        StoreConfig::Redis { urls, tls_ca } => {
             let mut redis = delayd_redis::RedisConfig::new("");
             redis.urls = urls.clone();
+            if let Some(path) = tls_ca {
+                let pem = std::fs::read(path)
+                    .with_context(|| format!("cannot read --redis-tls-ca {}", path.display()))?;
+                redis.tls_ca = Some(pem);
+            }
             let broker = delayd_redis::RedisBroker::connect(redis)
                 .await
                 .with_context(|| format!("cannot connect to Redis at {}", urls.join(",")))?;

@@ -134,6 +134,7 @@ async fn run(cluster: &RedisCluster, shards: u32) -> Outcome {
             shards,
             key_prefix: prefix.clone(),
             clock: Arc::new(SystemClock),
+            tls_ca: None,
         })
         .await
         .expect("connect"),

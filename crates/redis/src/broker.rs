@@ -34,6 +34,9 @@ pub(crate) struct Inner {
     pub(crate) keys: Keys,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) urls: Vec<String>,
+    /// Trusted CAs for `rediss://` (the pub/sub task opens its own
+    /// connections).
+    pub(crate) tls_ca: Option<Vec<u8>>,
     pub(crate) wake: Wake,
     closed: AtomicBool,
     pub(crate) stop: watch::Sender<bool>,
@@ -65,13 +68,14 @@ impl RedisBroker {
     /// the current tokio runtime).
     pub async fn connect(config: RedisConfig) -> Result<RedisBroker, RedisBrokerError> {
         config.validate()?;
-        let conn = Conn::connect(&config.urls).await?;
+        let conn = Conn::connect(&config.urls, config.tls_ca.as_deref()).await?;
         let (stop, _) = watch::channel(false);
         let inner = Arc::new_cyclic(|me| Inner {
             conn,
             keys: Keys::new(&config.key_prefix, config.shards),
             clock: config.clock,
             urls: config.urls,
+            tls_ca: config.tls_ca,
             wake: Wake::default(),
             closed: AtomicBool::new(false),
             stop,

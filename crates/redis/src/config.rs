@@ -19,6 +19,10 @@ pub struct RedisConfig {
     pub key_prefix: String,
     /// Wall clock for `deliver_at`, lease expiry and pauses.
     pub clock: Arc<dyn Clock>,
+    /// PEM certificates of the CAs that `rediss://` servers are checked
+    /// against, instead of the system's trust store (for a private CA).
+    /// Ignored for `redis://` URLs.
+    pub tls_ca: Option<Vec<u8>>,
 }
 
 impl RedisConfig {
@@ -29,6 +33,7 @@ impl RedisConfig {
             shards: 1,
             key_prefix: "delayd".into(),
             clock: Arc::new(SystemClock),
+            tls_ca: None,
         }
     }
 
@@ -71,6 +76,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("urls", &self.urls)
             .field("shards", &self.shards)
             .field("key_prefix", &self.key_prefix)
+            .field("tls_ca", &self.tls_ca.as_ref().map(|_| "<pem>"))
             .finish_non_exhaustive()
     }
 }

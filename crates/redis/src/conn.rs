@@ -27,11 +27,14 @@ pub(crate) enum Conn {
 impl Conn {
     /// One URL of a plain Redis: a single connection; several URLs, or one
     /// URL of a Cluster node: a Cluster connection seeded from them.
-    pub(crate) async fn connect(urls: &[String]) -> Result<Self, RedisBrokerError> {
+    pub(crate) async fn connect(
+        urls: &[String],
+        tls_ca: Option<&[u8]>,
+    ) -> Result<Self, RedisBrokerError> {
         if let [url] = urls {
-            let client = redis::Client::open(url.as_str())?;
+            let client = client(url, tls_ca)?;
             if is_cluster_node(&client).await? {
-                return Self::connect_cluster(urls).await;
+                return Self::connect_cluster(urls, tls_ca).await;
             }
             let config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(CONNECT_TIMEOUT))
@@ -41,17 +44,59 @@ impl Conn {
             let manager = ConnectionManager::new_with_config(client, config).await?;
             return Ok(Self::Single(manager));
         }
-        Self::connect_cluster(urls).await
+        Self::connect_cluster(urls, tls_ca).await
     }
 
-    async fn connect_cluster(urls: &[String]) -> Result<Self, RedisBrokerError> {
-        let client = ClusterClientBuilder::new(urls.iter().map(String::as_str))
+    async fn connect_cluster(
+        urls: &[String],
+        tls_ca: Option<&[u8]>,
+    ) -> Result<Self, RedisBrokerError> {
+        let tls = urls.iter().any(|url| is_tls(url));
+        if tls {
+            install_crypto_provider();
+        }
+        let mut builder = ClusterClientBuilder::new(urls.iter().map(String::as_str))
             .connection_timeout(CONNECT_TIMEOUT)
             .response_timeout(RESPONSE_TIMEOUT)
-            .retries(2)
-            .build()?;
+            .retries(2);
+        if let (true, Some(ca)) = (tls, tls_ca) {
+            builder = builder.certs(certificates(ca));
+        }
+        let client = builder.build()?;
         Ok(Self::Cluster(client.get_async_connection().await?))
     }
+}
+
+/// A client of one Redis. A `rediss://` URL is checked against `tls_ca`
+/// (PEM) when given, else against the system's trust store.
+pub(crate) fn client(url: &str, tls_ca: Option<&[u8]>) -> redis::RedisResult<redis::Client> {
+    if !is_tls(url) {
+        return redis::Client::open(url);
+    }
+    install_crypto_provider();
+    match tls_ca {
+        Some(ca) => redis::Client::build_with_tls(url, certificates(ca)),
+        None => redis::Client::open(url),
+    }
+}
+
+fn is_tls(url: &str) -> bool {
+    url.starts_with("rediss://") || url.starts_with("valkeys://")
+}
+
+fn certificates(ca: &[u8]) -> redis::TlsCertificates {
+    redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(ca.to_vec()),
+    }
+}
+
+/// The redis crate builds its rustls configuration from the process-wide
+/// crypto provider, which rustls cannot pick by itself when more than one
+/// is compiled in. Installs ring unless the process already chose one
+/// (then that one is used: the error only says a provider exists).
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 async fn is_cluster_node(client: &redis::Client) -> Result<bool, RedisBrokerError> {

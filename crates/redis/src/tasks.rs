@@ -180,7 +180,7 @@ async fn pubsub_loop(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
     while !*stop.borrow() {
         let url = &inner.urls[next_url % inner.urls.len()];
         next_url += 1;
-        match subscribe(url, &inner.keys.channel).await {
+        match subscribe(url, inner.tls_ca.as_deref(), &inner.keys.channel).await {
             Ok(pubsub) => {
                 // Events published while disconnected are lost: catch up.
                 inner.sweep_now.notify_one();
@@ -207,8 +207,12 @@ async fn pubsub_loop(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
 
 /// Any node of a Cluster forwards PUBLISH to all nodes, so one
 /// subscription (to any reachable seed) hears every node's events.
-async fn subscribe(url: &str, channel: &str) -> redis::RedisResult<redis::aio::PubSub> {
-    let client = redis::Client::open(url)?;
+async fn subscribe(
+    url: &str,
+    tls_ca: Option<&[u8]>,
+    channel: &str,
+) -> redis::RedisResult<redis::aio::PubSub> {
+    let client = crate::conn::client(url, tls_ca)?;
     let connect = async {
         let mut pubsub = client.get_async_pubsub().await?;
         pubsub.subscribe(channel).await?;

@@ -229,6 +229,7 @@ async fn run(seed: u64, shards: u32) {
         shards,
         key_prefix: unique_prefix(),
         clock: shared,
+        tls_ca: None,
     };
     let redis: Arc<dyn Broker> = Arc::new(RedisBroker::connect(config).await.unwrap());
     let q = QueueName::new("eq").unwrap();

@@ -361,6 +361,7 @@ pub async fn delayd(url: &str, prefix: &str, label: &str, settings: &Settings) -
         shards: 1,
         key_prefix: prefix.to_owned(),
         clock: Arc::new(SystemClock),
+        tls_ca: None,
     };
     let node = Arc::new(RedisBroker::connect(config).await.unwrap());
     let q = QueueName::new("work").unwrap();

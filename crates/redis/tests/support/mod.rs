@@ -288,6 +288,7 @@ pub fn config(urls: Vec<String>, shards: u32, prefix: &str) -> RedisConfig {
         shards,
         key_prefix: prefix.to_owned(),
         clock: Arc::new(SystemClock),
+        tls_ca: None,
     }
 }
 

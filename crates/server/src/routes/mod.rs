@@ -13,6 +13,8 @@ mod ops;
 mod queues;
 
 #[cfg(test)]
+mod body_fuzz_tests;
+#[cfg(test)]
 mod openapi_tests;
 
 use axum::handler::Handler;
@@ -52,6 +54,19 @@ impl Verb {
             Verb::Put => MethodFilter::PUT,
             Verb::Patch => MethodFilter::PATCH,
             Verb::Delete => MethodFilter::DELETE,
+        }
+    }
+
+    /// The method as an HTTP request carries it.
+    #[cfg(test)]
+    pub fn method(self) -> axum::http::Method {
+        use axum::http::Method;
+        match self {
+            Verb::Get => Method::GET,
+            Verb::Post => Method::POST,
+            Verb::Put => Method::PUT,
+            Verb::Patch => Method::PATCH,
+            Verb::Delete => Method::DELETE,
         }
     }
 

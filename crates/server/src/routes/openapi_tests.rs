@@ -86,16 +86,6 @@ fn concrete(template: &str) -> String {
     template.replace("{queue}", "q").replace("{id}", "m")
 }
 
-fn method(verb: Verb) -> Method {
-    match verb {
-        Verb::Get => Method::GET,
-        Verb::Post => Method::POST,
-        Verb::Put => Method::PUT,
-        Verb::Patch => Method::PATCH,
-        Verb::Delete => Method::DELETE,
-    }
-}
-
 #[tokio::test]
 async fn router_answers_documented_operations_and_refuses_other_methods() {
     let app = app();
@@ -104,7 +94,7 @@ async fn router_answers_documented_operations_and_refuses_other_methods() {
     for path in paths {
         for verb in Verb::ALL {
             let uri = concrete(path);
-            let (status, body) = call(&app, method(verb), &uri).await;
+            let (status, body) = call(&app, verb.method(), &uri).await;
             let is_documented = documented.contains(&(path.clone(), verb.openapi_name().into()));
             let what = format!("{verb:?} {uri}: {status} {body}");
             if is_documented {
