@@ -15,7 +15,7 @@
 # Env: DURATION (600), RATE (5000), INTERVAL (10), WARMUP (60, at most a
 #      third of DURATION), BATCH (10 messages per enqueue request),
 #      RSS_TOLERANCE_PCT (20), FD_TOLERANCE (16), OUT (CSV path; default a
-#      temporary file, printed).
+#      temporary file, printed), SERVE_ARGS (extra `delayd serve` options).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration="${DURATION:-600}"
@@ -33,7 +33,9 @@ bin="${CARGO_TARGET_DIR:-target}/release/delayd"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 data="$(mktemp -d)"
 log="$(mktemp)"
-"$bin" serve --http "127.0.0.1:$port" --beanstalk off --data "$data" 2>"$log" &
+# SERVE_ARGS: extra `delayd serve` options (e.g. `--cache-size 8MiB`).
+# shellcheck disable=SC2086
+"$bin" serve --http "127.0.0.1:$port" --beanstalk off --data "$data" ${SERVE_ARGS:-} 2>"$log" &
 pid=$!
 bench_pid=""
 cleanup() {

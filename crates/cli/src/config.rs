@@ -83,6 +83,11 @@ pub struct ServeArgs {
     /// `0` turns the check off [default: 64MiB].
     #[arg(long, value_name = "SIZE")]
     pub disk_reserve: Option<String>,
+    /// The embedded store's block cache (serves payload reads at delivery;
+    /// most of the server's memory beyond the near-term messages)
+    /// [default: 64MiB].
+    #[arg(long, value_name = "SIZE")]
+    pub cache_size: Option<String>,
     /// Most open client connections, HTTP and beanstalkd together (split
     /// evenly when both listen) [default: from the file-descriptor limit].
     #[arg(long, value_name = "N")]
@@ -121,6 +126,8 @@ pub struct ServeConfig {
     pub horizon: Option<Duration>,
     /// The embedded store's free-space reserve, bytes.
     pub disk_reserve: u64,
+    /// The embedded store's block cache, bytes.
+    pub cache_size: usize,
     /// The HTTP listener's connection limit (its share of
     /// `--max-connections`) and timeouts.
     pub http_limits: ConnectionLimits,
@@ -207,6 +214,7 @@ const KEYS: &[&str] = &[
     "push_allow",
     "horizon",
     "disk_reserve",
+    "cache_size",
     "max_connections",
     "http_header_timeout",
     "http_idle_timeout",
@@ -304,6 +312,7 @@ fn flag_layer(args: &ServeArgs) -> BTreeMap<&'static str, Vec<String>> {
     put("max_delay", args.max_delay.clone());
     put("horizon", args.horizon.clone());
     put("disk_reserve", args.disk_reserve.clone());
+    put("cache_size", args.cache_size.clone());
     put("max_connections", args.max_connections.clone());
     put("http_header_timeout", args.http_header_timeout.clone());
     put("http_idle_timeout", args.http_idle_timeout.clone());
@@ -431,6 +440,7 @@ fn build(layers: &Layers) -> Result<ServeConfig, ConfigError> {
         None => None,
     };
     let disk_reserve = layers.parse("disk_reserve", "64MiB", parse_size)?;
+    let cache_size = layers.parse("cache_size", "64MiB", to_usize)?;
     let tokens = list(layers, "token");
     let push_allow = list(layers, "push_allow");
     if let Err(reason) = delayd_push::PushPolicy::new(&push_allow).map_err(|e| e.to_string()) {
@@ -454,6 +464,7 @@ fn build(layers: &Layers) -> Result<ServeConfig, ConfigError> {
         push_allow,
         horizon,
         disk_reserve,
+        cache_size,
         http_limits: connections.http,
         beanstalk_max_connections: connections.beanstalk,
         tls: tls_files(layers)?,

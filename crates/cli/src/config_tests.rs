@@ -56,6 +56,17 @@ fn defaults() {
     assert!(c.options.auto_create && c.options.tokens.is_empty() && c.push_allow.is_empty());
     assert_eq!(c.horizon, None);
     assert_eq!(c.disk_reserve, 64 << 20);
+    assert_eq!(c.cache_size, 64 << 20);
+}
+
+#[test]
+fn cache_size_from_flag_and_env() {
+    let c = ServeConfig::resolve(&args(&["--cache-size", "8MiB"]), env(&[])).unwrap();
+    assert_eq!(c.cache_size, 8 << 20);
+    let c = ServeConfig::resolve(&args(&[]), env(&[("DELAYD_CACHE_SIZE", "1GiB")])).unwrap();
+    assert_eq!(c.cache_size, 1 << 30);
+    let bad = ServeConfig::resolve(&args(&["--cache-size", "big"]), env(&[]));
+    assert!(bad.unwrap_err().to_string().contains("cache_size"));
 }
 
 #[test]

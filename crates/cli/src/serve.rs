@@ -161,6 +161,7 @@ async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn Broker>> {
             let mut local = delayd_local::LocalConfig::new(data_dir);
             local.durability = *durability;
             local.disk_reserve = config.disk_reserve;
+            local.payload_cache_bytes = config.cache_size;
             if let Some(horizon) = config.horizon {
                 local.horizon_ms = horizon.as_millis().try_into().unwrap_or(u64::MAX);
             }
