@@ -175,8 +175,8 @@ impl Engine {
         // that were written (non-zero) beyond the size fjall leaves are
         // the damage; finding the last written byte before the open is how
         // we can report it.
-        let before = journal_written_ends(dir)?;
-        refuse_damage(crate::check::before_open(dir)?)?;
+        let (found, journals) = crate::check::before_open(dir)?;
+        refuse_damage(found)?;
         let db = Database::builder(dir)
             .cache_size(cache_bytes as u64)
             // Bounds journal replay at start-up (restart-to-first-delivery).
@@ -184,10 +184,10 @@ impl Engine {
             .open()
             .map_err(|e| name_damage(dir, e))?;
         let after = journal_sizes(dir)?;
-        let torn_tail_bytes = before
-            .iter()
-            .filter_map(|(path, end)| after.get(path).map(|now| end.saturating_sub(*now)))
-            .sum();
+        let torn_tail_bytes = journals
+            .newest_written_end
+            .and_then(|(path, end)| after.get(&path).map(|now| end.saturating_sub(*now)))
+            .unwrap_or(0);
         // Small memtables: memory stays bounded by a few MiB per keyspace
         // rather than growing with the messages written (fjall's default
         // is 64 MiB each).
@@ -271,6 +271,13 @@ impl Store {
                 ("pinned", e.pinned.clone()),
             ])
         })
+    }
+
+    /// The block cache's fill and capacity in bytes (zeros while no engine
+    /// is open).
+    pub fn cache_usage(&self) -> (u64, u64) {
+        self.with(|e| Ok((e.db.cache_size(), e.db.cache_capacity())))
+            .unwrap_or((0, 0))
     }
 
     /// `fjall::Database::persist` on the open engine.
@@ -442,49 +449,6 @@ fn name_damage(dir: &Path, error: fjall::Error) -> StoreError {
     match crate::check::files(dir).map(refuse_damage) {
         Ok(Err(damaged)) => damaged,
         _ => error.into(),
-    }
-}
-
-/// For the newest journal file (the only one a crash can leave torn:
-/// fjall fsyncs a journal before sealing it): the offset just past its
-/// last non-zero byte.
-fn journal_written_ends(dir: &Path) -> Result<BTreeMap<PathBuf, u64>, StoreError> {
-    let mut out = BTreeMap::new();
-    let newest = journal_sizes(dir)?.into_keys().max_by_key(|path| {
-        path.file_stem()
-            .and_then(|s| s.to_str())
-            .and_then(|s| s.parse::<u64>().ok())
-            .unwrap_or(0)
-    });
-    if let Some(path) = newest {
-        let end = written_end(&path).map_err(|source| StoreError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        out.insert(path, end);
-    }
-    Ok(out)
-}
-
-fn written_end(path: &Path) -> std::io::Result<u64> {
-    use std::io::Read;
-    const CHUNK: usize = 1 << 20;
-    let mut file = std::fs::File::open(path)?;
-    let zeros = vec![0u8; CHUNK];
-    let mut buf = vec![0u8; CHUNK];
-    let (mut offset, mut end) = (0u64, 0u64);
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            return Ok(end);
-        }
-        // Slice equality is a memcmp: cheap on the long zero tail.
-        if buf[..n] != zeros[..n] {
-            if let Some(last) = buf[..n].iter().rposition(|&b| b != 0) {
-                end = offset + last as u64 + 1;
-            }
-        }
-        offset += n as u64;
     }
 }
 

@@ -85,10 +85,12 @@ impl<'a> Cursor<'a> {
 
 /// Parses the batch starting at `at`; on failure, the problem and what
 /// was read of it.
+/// Items are collected only when `items` is given (a damaged batch's
+/// report); a whole batch copies nothing.
 fn parse_batch(
     bytes: &[u8],
     at: usize,
-    items: &mut Vec<Item>,
+    mut items: Option<&mut Vec<Item>>,
     seqno: &mut Option<u64>,
 ) -> Result<Batch, String> {
     let mut c = Cursor { bytes, pos: at };
@@ -109,9 +111,14 @@ fn parse_batch(
                 let key_len = c.le(2)? as usize;
                 let _value_len = c.le(4)?;
                 let disk_len = c.le(4)? as usize;
-                let key = c.take(key_len)?.to_vec();
+                let key = c.take(key_len)?;
                 c.take(disk_len)?;
-                items.push(Item { keyspace, key });
+                if let Some(items) = items.as_deref_mut() {
+                    items.push(Item {
+                        keyspace,
+                        key: key.to_vec(),
+                    });
+                }
             }
             CLEAR => {
                 c.le(8)?;
@@ -136,8 +143,7 @@ fn parse_batch(
 
 /// Where the next whole, valid batch after `from` starts, if any.
 fn next_valid(bytes: &[u8], from: usize, end: usize) -> Option<usize> {
-    (from..end)
-        .find(|&q| bytes[q] == START && parse_batch(bytes, q, &mut Vec::new(), &mut None).is_ok())
+    (from..end).find(|&q| bytes[q] == START && parse_batch(bytes, q, None, &mut None).is_ok())
 }
 
 /// Just past the last non-zero byte. Journals are 64 MiB of preallocated
@@ -168,13 +174,15 @@ pub(crate) fn scan(bytes: &[u8]) -> JournalScan {
     };
     let mut pos = 0;
     while pos < end {
-        let (mut items, mut seqno) = (Vec::new(), None);
-        match parse_batch(bytes, pos, &mut items, &mut seqno) {
+        match parse_batch(bytes, pos, None, &mut None) {
             Ok(batch) => {
                 out.batches += 1;
                 pos = batch.end;
             }
             Err(problem) => {
+                // Again, collecting what is readable of it for the report.
+                let (mut items, mut seqno) = (Vec::new(), None);
+                let _ = parse_batch(bytes, pos, Some(&mut items), &mut seqno);
                 let next = next_valid(bytes, pos + 1, end);
                 out.bad.push(BadBatch {
                     offset: pos as u64,

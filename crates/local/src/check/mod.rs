@@ -170,16 +170,29 @@ pub fn journals(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(journal_files(dir)?.into_iter().map(|(_, p)| p).collect())
 }
 
-/// Checks every journal batch; `counts` gets (journals, batches).
-fn check_journals(dir: &Path, counts: &mut (u64, u64)) -> Result<Vec<Finding>, StoreError> {
+/// Counts from a journal scan, and where the newest journal's written
+/// bytes end (the only journal a crash can leave torn: fjall fsyncs a
+/// journal before sealing it).
+#[derive(Default)]
+pub(crate) struct JournalTally {
+    pub journals: u64,
+    pub batches: u64,
+    pub newest_written_end: Option<(PathBuf, u64)>,
+}
+
+/// Checks every journal batch, counting into `tally`.
+fn check_journals(dir: &Path, tally: &mut JournalTally) -> Result<Vec<Finding>, StoreError> {
     let files = journal_files(dir).map_err(|source| io(dir, source))?;
     let newest = files.last().map(|(_, p)| p.clone());
     let mut out = Vec::new();
     for (_, path) in &files {
         let bytes = std::fs::read(path).map_err(|source| io(path, source))?;
         let scan = journal::scan(&bytes);
-        counts.0 += 1;
-        counts.1 += scan.batches;
+        tally.journals += 1;
+        tally.batches += scan.batches;
+        if Some(path) == newest.as_ref() {
+            tally.newest_written_end = Some((path.clone(), scan.written_end));
+        }
         for bad in scan.bad {
             out.push(journal_finding(
                 dir,
@@ -288,17 +301,20 @@ fn io(path: &Path, source: std::io::Error) -> StoreError {
 }
 
 /// The checks cheap enough for every open: journals (read anyway at open)
-/// and version files (small). Table files are not read.
-pub(crate) fn before_open(dir: &Path) -> Result<Vec<Finding>, StoreError> {
-    let mut found = check_journals(dir, &mut (0, 0))?;
+/// and version files (small). Table files are not read. Also returns the
+/// journal tally (for the torn-tail report), so that open reads each
+/// journal once.
+pub(crate) fn before_open(dir: &Path) -> Result<(Vec<Finding>, JournalTally), StoreError> {
+    let mut tally = JournalTally::default();
+    let mut found = check_journals(dir, &mut tally)?;
     found.extend(check_tables(dir, false)?);
-    Ok(found)
+    Ok((found, tally))
 }
 
 /// Every file check, reading every table file whole (after an open
 /// failed, to name the file).
 pub(crate) fn files(dir: &Path) -> Result<Vec<Finding>, StoreError> {
-    let mut found = check_journals(dir, &mut (0, 0))?;
+    let mut found = check_journals(dir, &mut JournalTally::default())?;
     found.extend(check_tables(dir, true)?);
     Ok(found)
 }
@@ -309,9 +325,9 @@ pub(crate) fn files(dir: &Path) -> Result<Vec<Finding>, StoreError> {
 /// engine writes (it cuts a torn journal tail and may flush or compact).
 pub fn check(data: &Path, scratch: &Path) -> Result<CheckReport, StoreError> {
     let mut report = CheckReport::default();
-    let mut counts = (0, 0);
-    report.findings = check_journals(data, &mut counts)?;
-    (report.journals, report.journal_batches) = counts;
+    let mut tally = JournalTally::default();
+    report.findings = check_journals(data, &mut tally)?;
+    (report.journals, report.journal_batches) = (tally.journals, tally.batches);
     report.findings.extend(check_tables(data, true)?);
     report.tables = count_tables(data);
     copy_dir(data, scratch)?;
