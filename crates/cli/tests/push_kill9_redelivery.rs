@@ -50,7 +50,7 @@ async fn hook(State(receiver): State<Arc<Receiver>>, headers: HeaderMap) -> Stat
         .unwrap()
         .push((id.clone(), attempt));
     // Slow, so that deliveries are in flight when the server is killed.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
     if receiver.epoch.load(std::sync::atomic::Ordering::SeqCst) != epoch {
         return StatusCode::SERVICE_UNAVAILABLE;
     }
@@ -103,7 +103,7 @@ async fn push_deliveries_in_flight_at_sigkill_are_redelivered() {
     let response = http
         .put(server.url("/v1/queues/p"))
         .json(&json!({
-            "push": {"url": hook_url, "timeout_ms": 2000, "concurrency": 8},
+            "push": {"url": hook_url, "timeout_ms": 2000, "concurrency": 16},
             "retry": {"initial_ms": 100, "max_ms": 1000, "multiplier": 2.0},
         }))
         .send()

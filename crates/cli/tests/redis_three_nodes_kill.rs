@@ -29,8 +29,8 @@ const LEASE_MS: u64 = 2_000;
 const VICTIM: usize = 1;
 /// A consumer's "work" per message before it acks: slower than the
 /// producers, so consumers hold leases most of the time (a batch of 20 takes
-/// 400 ms, well within the lease).
-const WORK: Duration = Duration::from_millis(20);
+/// 160 ms, well within the lease).
+const WORK: Duration = Duration::from_millis(8);
 
 /// Makes the kernel SIGKILL the child when the spawning thread dies, so
 /// nothing is left running even when the test process itself is killed.
