@@ -28,6 +28,31 @@
 //!   request metrics, queue gauges), `shutdown` (in-flight tracking and the
 //!   shutdown order), `options` ([`ServerOptions`]); the push target
 //!   allowlist is `delayd_push::PushPolicy`.
+//!
+//! # Example
+//!
+//! The router over a broker (here the in-memory reference model), answering
+//! one request without a network; [`serve_until`] serves the same router on
+//! a listener.
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use axum::body::Body;
+//! use axum::http::{Request, StatusCode};
+//! use delayd_core::testkit::ModelBroker;
+//! use delayd_server::{app, ServerOptions};
+//! use tower::ServiceExt as _;
+//!
+//! let router = app(Arc::new(ModelBroker::new()), ServerOptions::default());
+//! let request = Request::post("/v1/queues/orders/messages")
+//!     .header("content-type", "application/json")
+//!     .body(Body::from(r#"{"payload": "close order 42", "delay_ms": 1800000}"#))
+//!     .expect("a valid request");
+//! let runtime = tokio::runtime::Runtime::new().expect("runtime");
+//! let response = runtime.block_on(router.oneshot(request)).expect("infallible");
+//! assert_eq!(response.status(), StatusCode::CREATED);
+//! ```
 
 #![forbid(unsafe_code)]
 
