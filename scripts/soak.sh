@@ -3,11 +3,14 @@
 # directory, durability `always`) under `delayd bench` enqueueing at RATE
 # messages/s for DURATION seconds over HTTP, every message leased and
 # acked. Every INTERVAL seconds the server's RSS and open file descriptors
-# are read from /proc/PID into a CSV.
+# are read from /proc/PID, and the store's block cache fill from
+# /metrics (`delayd_storage_cache_bytes`), into a CSV.
 #
 # Verdict: the samples after WARMUP seconds are cut into thirds; the last
 # third's maximum may exceed the first third's maximum by at most
-# RSS_TOLERANCE_PCT percent (RSS) and FD_TOLERANCE descriptors. Exits
+# RSS_TOLERANCE_PCT percent (RSS net of the block cache, which fills up to
+# its fixed capacity `--cache-size` over the first minutes and is bounded
+# by it) and FD_TOLERANCE descriptors. Raw RSS is printed beside it. Exits
 # non-zero when either grew beyond that, when the bench failed (lost or
 # undelivered messages), or when the server died.
 #
@@ -55,14 +58,16 @@ bench_out="$(mktemp)"
   --payload-size 100 --delay-min 0s --delay-max 1s >"$bench_out" 2>&1 &
 bench_pid=$!
 
-echo "t_s,rss_kb,fds" >"$out"
+echo "t_s,rss_kb,fds,cache_kb" >"$out"
 start=$(date +%s)
 while kill -0 "$bench_pid" 2>/dev/null; do
   kill -0 "$pid" 2>/dev/null || { echo "FAIL: the server died"; tail -20 "$log"; exit 1; }
   rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")
   fds=$(ls "/proc/$pid/fd" | wc -l)
+  cache=$(curl -fs --max-time 5 "127.0.0.1:$port/metrics" |
+    awk '$1 == "delayd_storage_cache_bytes" {printf "%d", $2 / 1024}')
   t=$(($(date +%s) - start))
-  echo "$t,$rss,$fds" | tee -a "$out"
+  echo "$t,$rss,$fds,${cache:-0}" | tee -a "$out"
   sleep "$interval"
 done
 bench_status=0
@@ -82,13 +87,19 @@ if len(rows) < 3:
     sys.exit(1)
 third = len(rows) // 3
 first, last = rows[:third], rows[-third:]
+for r in rows:
+    r["net_kb"] = int(r["rss_kb"]) - int(r["cache_kb"])
 def peak(rs, k): return max(int(r[k]) for r in rs)
-rss0, rss1 = peak(first, "rss_kb"), peak(last, "rss_kb")
+raw0, raw1 = peak(first, "rss_kb"), peak(last, "rss_kb")
+cache0, cache1 = peak(first, "cache_kb"), peak(last, "cache_kb")
+rss0, rss1 = peak(first, "net_kb"), peak(last, "net_kb")
 fd0, fd1 = peak(first, "fds"), peak(last, "fds")
 rss_ok = rss1 <= rss0 * (1 + rss_tol / 100)
 fd_ok = fd1 <= fd0 + fd_tol
-print(f"rss_kb first-third max {rss0}, last-third max {rss1} ({(rss1 - rss0) * 100 / rss0:+.1f}%, "
-      f"tolerance {rss_tol:g}%): {'flat' if rss_ok else 'GROWING'}")
+print(f"raw rss_kb first-third max {raw0}, last-third max {raw1} ({(raw1 - raw0) * 100 / raw0:+.1f}%); "
+      f"block cache kb max {cache0} then {cache1}")
+print(f"rss_kb net of the block cache: first-third max {rss0}, last-third max {rss1} "
+      f"({(rss1 - rss0) * 100 / rss0:+.1f}%, tolerance {rss_tol:g}%): {'flat' if rss_ok else 'GROWING'}")
 print(f"fds first-third max {fd0}, last-third max {fd1} (tolerance +{fd_tol}): "
       f"{'flat' if fd_ok else 'GROWING'}")
 sys.exit(0 if rss_ok and fd_ok else 1)

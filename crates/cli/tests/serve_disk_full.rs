@@ -3,7 +3,8 @@
 //! `--disk-reserve`, never a poisoned store; consumers keep leasing and
 //! acking; after space is freed (a filler file deleted) enqueues resume
 //! without a restart; after a restart every acknowledged, unacked message
-//! is there. Mounting needs root; without it the test says so and passes.
+//! is there. The store's gauges (free space, refusing, block cache) are
+//! read from `/metrics` on the way. Mounting needs root; without it the test says so and passes.
 
 mod common;
 
@@ -153,7 +154,7 @@ async fn wait_accepting(http: &reqwest::Client, base: &str, n: usize) {
 fn start(data: &Path) -> Server {
     let data = data.to_str().expect("utf-8 path");
     Server::start_with(
-        &local_serve_args(data, &["--disk-reserve", "6MiB"]),
+        &local_serve_args(data, &["--disk-reserve", "6MiB", "--cache-size", "4MiB"]),
         None,
         &[],
     )
@@ -182,6 +183,16 @@ async fn full_disk_refuses_producers_lets_consumers_drain_and_heals() {
     assert!(metric(&http, &base, "delayd_storage_free_bytes")
         .await
         .is_some());
+    // The block cache gauges (sampled by the driver from its first round)
+    // report `--cache-size` and a fill within it.
+    assert_eq!(
+        metric(&http, &base, "delayd_storage_cache_capacity_bytes").await,
+        Some((4u64 << 20) as f64)
+    );
+    let cached = metric(&http, &base, "delayd_storage_cache_bytes")
+        .await
+        .expect("cache gauge");
+    assert!((0.0..=(4u64 << 20) as f64).contains(&cached), "{cached}");
     let ready = http
         .get(format!("{base}/readyz"))
         .send()

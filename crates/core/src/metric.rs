@@ -20,5 +20,10 @@ pub const STORAGE_FREE_BYTES: &str = "delayd_storage_free_bytes";
 /// Gauge, 0 or 1: 1 while the embedded store refuses enqueues because free
 /// space is below its reserve (`--disk-reserve`).
 pub const STORAGE_REFUSING: &str = "delayd_storage_refusing_writes";
+/// Gauge, bytes: what the embedded store's block cache holds now (it fills
+/// up to `--cache-size` as blocks are read, then stays there).
+pub const STORAGE_CACHE_BYTES: &str = "delayd_storage_cache_bytes";
+/// Gauge, bytes: the embedded store's block cache capacity (`--cache-size`).
+pub const STORAGE_CACHE_CAPACITY_BYTES: &str = "delayd_storage_cache_capacity_bytes";
 /// Counter: reopens of the embedded store's engine after a failed write.
 pub const STORAGE_REOPENS_TOTAL: &str = "delayd_storage_reopens_total";

@@ -36,9 +36,19 @@ pub(crate) const LOAD_BATCH: usize = 4096;
 /// reopening the engine meanwhile).
 const FAILED_ROUND_PAUSE: Duration = Duration::from_secs(1);
 
+/// How often the block cache gauges are refreshed.
+const CACHE_SAMPLE_EVERY: Duration = Duration::from_secs(1);
+
 pub(crate) async fn run(inner: Arc<Inner>) {
+    let mut cache_sampled: Option<std::time::Instant> = None;
     loop {
         inner.disk.sample_if_stale();
+        if cache_sampled.is_none_or(|at| at.elapsed() >= CACHE_SAMPLE_EVERY) {
+            cache_sampled = Some(std::time::Instant::now());
+            let (cached, capacity) = inner.store.cache_usage();
+            metrics::gauge!(metric::STORAGE_CACHE_BYTES).set(cached as f64);
+            metrics::gauge!(metric::STORAGE_CACHE_CAPACITY_BYTES).set(capacity as f64);
+        }
         let wait = match inner.drive_once() {
             Ok(true) => Duration::ZERO,
             Ok(false) => inner.next_wait(),

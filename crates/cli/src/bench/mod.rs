@@ -4,8 +4,9 @@
 //! `[--delay-min, --delay-max]` and its sequence number in the payload;
 //! consumers lease, record, and ack. The run ends when every enqueued
 //! message was delivered, or `--drain` after the last due time, and never
-//! later than `--duration` + `--drain` after it began (producers stop at
-//! `--duration`). It then reports throughput, lateness percentiles, early
+//! later than `--duration` + `--drain` after it began (producers start no
+//! request after `--duration`; one in flight then still gets its answer,
+//! within the 10 s request timeout). It then reports throughput, lateness percentiles, early
 //! deliveries, losses and duplicates, and exits 1 when any of the last
 //! three is not zero.
 //!
