@@ -94,7 +94,12 @@ fn payload_bytes(payload: api::Payload, max_payload: usize) -> Result<Vec<u8>, A
 /// they cannot shadow delayd's own `delayd-*` headers.
 fn headers(headers: BTreeMap<String, String>) -> Result<BTreeMap<String, String>, ApiError> {
     for (name, value) in &headers {
-        if name.len() >= 7 && name[..7].eq_ignore_ascii_case("delayd-") {
+        // Bytes, not `&name[..7]`: a name may hold multi-byte characters.
+        let reserved = name
+            .as_bytes()
+            .get(..7)
+            .is_some_and(|prefix| prefix.eq_ignore_ascii_case(b"delayd-"));
+        if reserved {
             return Err(ApiError::invalid_argument(format!(
                 "header {name:?}: names starting with delayd- are reserved"
             )));
