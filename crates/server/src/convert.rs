@@ -118,10 +118,25 @@ fn headers(headers: BTreeMap<String, String>) -> Result<BTreeMap<String, String>
     Ok(headers)
 }
 
-pub fn queue_patch(body: QueuePutBody, allow: &PushPolicy) -> Result<QueueConfigPatch, ApiError> {
-    if body.lease_ms == Some(0) {
-        return Err(ApiError::invalid_argument("lease_ms must be at least 1"));
+/// A lease duration from a body (lease, extend, queue config): at least
+/// 1 ms and at most `--max-delay`, so that a message whose consumer died
+/// comes back within the longest time any message may wait to be due.
+pub fn check_lease_ms(lease_ms: Option<u64>, max_delay_ms: u64) -> Result<(), ApiError> {
+    match lease_ms {
+        Some(0) => Err(ApiError::invalid_argument("lease_ms must be at least 1")),
+        Some(ms) if ms > max_delay_ms => Err(ApiError::invalid_argument(format!(
+            "lease_ms of {ms} ms exceeds the maximum of {max_delay_ms} ms"
+        ))),
+        _ => Ok(()),
     }
+}
+
+pub fn queue_patch(
+    body: QueuePutBody,
+    allow: &PushPolicy,
+    max_delay_ms: u64,
+) -> Result<QueueConfigPatch, ApiError> {
+    check_lease_ms(body.lease_ms, max_delay_ms)?;
     // Core reads 0 as "never dead-letter" (the beanstalkd listener's
     // queues); over HTTP, as for enqueue, a message must be attemptable.
     if body.max_attempts == Some(0) {

@@ -14,6 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 #[into_params(parameter_in = Query)]
 pub struct DeadQuery {
     /// 1..=1000, default 100.
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
     /// The id of the last message of the previous page.
     pub after: Option<String>,

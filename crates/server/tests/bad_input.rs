@@ -493,6 +493,16 @@ fn cases(acked_lease: &str) -> Vec<Case> {
             "invalid_argument",
         ),
         case(
+            // A lease longer than --max-delay once leased the message
+            // until the end of u64 time (found by schemathesis).
+            "lease lease_ms beyond max delay",
+            "POST",
+            "/v1/queues/q/leases",
+            json!({"lease_ms": u64::MAX}),
+            400,
+            "invalid_argument",
+        ),
+        case(
             "lease typo",
             "POST",
             "/v1/queues/q/leases",
@@ -545,6 +555,14 @@ fn cases(acked_lease: &str) -> Vec<Case> {
             "PUT",
             "/v1/queues/q",
             json!({"lease_ms": 0}),
+            400,
+            "invalid_argument",
+        ),
+        case(
+            "queue lease_ms beyond max delay",
+            "PUT",
+            "/v1/queues/q",
+            json!({"lease_ms": 315_360_000_001u64}),
             400,
             "invalid_argument",
         ),

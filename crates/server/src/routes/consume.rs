@@ -10,10 +10,11 @@ use delayd_api::{
     AckBody, AckResult, AckResults, AcksBody, ExtendBody, Extended, LeaseBody, LeasedList, NackBody,
 };
 
-use crate::convert::{self, check_delay};
+use crate::convert::{self, check_delay, check_lease_ms};
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{MessagePath, QueuePath, StrictJson};
 use crate::state::AppState;
+use crate::ServerOptions;
 
 /// api.md: `max` is 1..=1000.
 const MAX_LEASE_BATCH: u32 = 1000;
@@ -29,14 +30,15 @@ pub async fn lease(
     QueuePath(queue): QueuePath,
     StrictJson(body): StrictJson<LeaseBody>,
 ) -> ApiResult<Json<LeasedList>> {
-    let request = lease_request(body, state.options.max_wait_ms)?;
+    let request = lease_request(body, &state.options)?;
     let deliveries = state.broker.lease(&[queue], request).await?;
     Ok(Json(LeasedList {
         messages: deliveries.into_iter().map(convert::leased).collect(),
     }))
 }
 
-fn lease_request(body: LeaseBody, max_wait_ms: u64) -> Result<LeaseRequest, ApiError> {
+fn lease_request(body: LeaseBody, options: &ServerOptions) -> Result<LeaseRequest, ApiError> {
+    let max_wait_ms = options.max_wait_ms;
     let max = body.max;
     if !(1..=MAX_LEASE_BATCH).contains(&max) {
         return Err(ApiError::invalid_argument(format!(
@@ -49,19 +51,12 @@ fn lease_request(body: LeaseBody, max_wait_ms: u64) -> Result<LeaseRequest, ApiE
             "wait_ms must be 0..={max_wait_ms}, got {wait_ms}"
         )));
     }
-    check_lease_ms(body.lease_ms)?;
+    check_lease_ms(body.lease_ms, options.max_delay_ms)?;
     Ok(LeaseRequest {
         max,
         wait_ms,
         lease_ms: body.lease_ms,
     })
-}
-
-fn check_lease_ms(lease_ms: Option<u64>) -> Result<(), ApiError> {
-    if lease_ms == Some(0) {
-        return Err(ApiError::invalid_argument("lease_ms must be at least 1"));
-    }
-    Ok(())
 }
 
 #[utoipa::path(post, path = "/v1/queues/{queue}/messages/{id}/ack", tag = "consuming",
@@ -190,10 +185,7 @@ pub async fn extend(
     MessagePath(queue, id): MessagePath,
     StrictJson(body): StrictJson<ExtendBody>,
 ) -> ApiResult<Json<Extended>> {
-    check_lease_ms(body.lease_ms)?;
-    if let Some(lease_ms) = body.lease_ms {
-        check_delay(lease_ms, state.options.max_delay_ms)?;
-    }
+    check_lease_ms(body.lease_ms, state.options.max_delay_ms)?;
     let lease_until = state
         .broker
         .extend(&queue, &id, &LeaseId(body.lease_id), body.lease_ms)

@@ -35,6 +35,7 @@ pub struct HistogramQuery {
     /// End (exclusive), epoch ms, after `from`; default `from` + 1 hour.
     pub to: Option<u64>,
     /// 1..=10000, default 60.
+    #[param(minimum = 1, maximum = 10000)]
     pub buckets: Option<u32>,
 }
 
@@ -45,6 +46,7 @@ pub struct HistogramQuery {
 pub struct ListByStateQuery {
     pub state: StateParam,
     /// 1..=1000, default 50.
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
     /// The id of the last message of the previous page.
     pub after: Option<String>,

@@ -179,7 +179,7 @@ pub fn router() -> Router<AppState> {
         wire::Redriven, wire::Status,
         delayd_api::Histogram, dashboard::StateParam,
     )),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &ContractRules),
     security(("bearer" = [])),
 )]
 pub struct ApiDoc;
@@ -196,4 +196,98 @@ impl utoipa::Modify for BearerAuth {
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
     }
+}
+
+/// What holds for many routes at once and is stated here rather than in
+/// each annotation (api.md's conventions): the grammar of the `queue` and
+/// `id` path parameters; the error answers any `/v1` route can give (400
+/// for a malformed path parameter or body, 401 without the token, 503
+/// while the store fails or the server stops; 413 where there is a body;
+/// 507 where messages are added); and the routes that need no token.
+struct ContractRules;
+
+/// Answer without a token (api.md, "Auth").
+const PUBLIC_PATHS: &[&str] = &["/healthz", "/readyz", "/openapi.json"];
+/// beanstalkd's tube-name rule: no leading `-`.
+const QUEUE_PATTERN: &str = "^[A-Za-z0-9._+/;$()][A-Za-z0-9._+/;$()-]{0,199}$";
+const ID_PATTERN: &str = "^[A-Za-z0-9._:-]{1,256}$";
+
+impl utoipa::Modify for ContractRules {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let operations = [
+                (false, &mut item.get),
+                (false, &mut item.put),
+                (true, &mut item.post),
+                (false, &mut item.delete),
+                (false, &mut item.patch),
+            ];
+            for (post, operation) in operations {
+                let Some(operation) = operation else {
+                    continue;
+                };
+                if PUBLIC_PATHS.contains(&path.as_str()) {
+                    operation.security = Some(Vec::new());
+                    continue;
+                }
+                add_error(operation, "401", "No or a wrong bearer token (`--token`)");
+                if !path.starts_with("/v1/") {
+                    continue;
+                }
+                for parameter in operation.parameters.iter_mut().flatten() {
+                    let pattern = match parameter.name.as_str() {
+                        "queue" => QUEUE_PATTERN,
+                        "id" => ID_PATTERN,
+                        _ => continue,
+                    };
+                    parameter.schema = Some(
+                        utoipa::openapi::ObjectBuilder::new()
+                            .schema_type(utoipa::openapi::schema::Type::String)
+                            .pattern(Some(pattern))
+                            .into(),
+                    );
+                }
+                add_error(
+                    operation,
+                    "400",
+                    "A malformed path parameter, query or body (`invalid_argument`, `invalid_json`)",
+                );
+                add_error(
+                    operation,
+                    "503",
+                    "The store failed or the server is stopping (`unavailable`)",
+                );
+                if operation.request_body.is_some() {
+                    add_error(operation, "413", "The body exceeds `--max-body`");
+                }
+                if post && (path.ends_with("/messages") || path.ends_with("/batch")) {
+                    add_error(
+                        operation,
+                        "507",
+                        "Free disk space below `--disk-reserve` (`insufficient_storage`)",
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Adds an error answer with api.md's error body, unless the route's own
+/// annotation already describes that status.
+fn add_error(operation: &mut utoipa::openapi::path::Operation, status: &str, description: &str) {
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    let responses = &mut operation.responses.responses;
+    if responses.contains_key(status) {
+        return;
+    }
+    let response = ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build(),
+        )
+        .build();
+    responses.insert(status.to_string(), response.into());
 }

@@ -110,3 +110,53 @@ async fn router_answers_documented_operations_and_refuses_other_methods() {
         }
     }
 }
+
+/// The rules [`super::ContractRules`] adds to the document: routes that
+/// need no token say so; every `/v1` operation documents the error answers
+/// any of them can give, with api.md's error body; the `queue` and `id`
+/// path parameters carry their grammar.
+#[tokio::test]
+async fn served_document_states_the_shared_rules() {
+    let (_, document) = call(&app(), Method::GET, "/openapi.json").await;
+    let error_body = "#/components/schemas/ErrorBody";
+    for (path, item) in document["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("a path item") {
+            let what = format!("{method} {path}");
+            let responses = &operation["responses"];
+            if super::PUBLIC_PATHS.contains(&path.as_str()) {
+                assert_eq!(operation["security"], serde_json::json!([]), "{what}");
+                continue;
+            }
+            assert!(
+                operation.get("security").is_none(),
+                "{what} needs the token"
+            );
+            let mut statuses = vec!["401"];
+            if path.starts_with("/v1/") {
+                statuses.extend(["400", "503"]);
+                if operation.get("requestBody").is_some() {
+                    statuses.push("413");
+                }
+                if method == "post" && (path.ends_with("/messages") || path.ends_with("/batch")) {
+                    statuses.push("507");
+                }
+                for parameter in operation["parameters"].as_array().into_iter().flatten() {
+                    let expected = match parameter["name"].as_str() {
+                        Some("queue") => super::QUEUE_PATTERN,
+                        Some("id") => super::ID_PATTERN,
+                        _ => continue,
+                    };
+                    assert_eq!(parameter["schema"]["pattern"], expected, "{what}");
+                }
+            }
+            for status in statuses {
+                let schema = &responses[status]["content"]["application/json"]["schema"];
+                assert!(
+                    schema["$ref"] == error_body || responses[status]["description"].is_string(),
+                    "{what} does not document {status}: {responses}"
+                );
+                assert!(!responses[status].is_null(), "{what} lacks {status}");
+            }
+        }
+    }
+}

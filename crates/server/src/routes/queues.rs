@@ -23,7 +23,7 @@ pub async fn put_queue(
     QueuePath(queue): QueuePath,
     StrictJson(body): StrictJson<QueuePutBody>,
 ) -> ApiResult<(StatusCode, Json<Queue>)> {
-    let patch = queue_patch(body, &state.push_allow)?;
+    let patch = queue_patch(body, &state.push_allow, state.options.max_delay_ms)?;
     let (upsert, info) = state.broker.put_queue(&queue, patch).await?;
     let status = match upsert {
         Upsert::Created => StatusCode::CREATED,
