@@ -18,7 +18,9 @@
 //! - `routes`: one file per resource (queues, messages, consume, dead, ops,
 //!   and `dashboard`: the two read-only endpoints the `/ui` page reads), the
 //!   route table and the OpenAPI document generated from the handlers'
-//!   annotations. The page's files themselves come from `delayd_ui`.
+//!   annotations (plus, from one modifier, what holds for every route:
+//!   error answers, public routes, path parameter grammar). The page's
+//!   files themselves come from `delayd_ui`.
 //! - `wire`: query DTOs; the JSON bodies are `delayd_api`'s (separate from core
 //!   types); `convert`: checks and conversions from DTOs to core requests.
 //! - `extract`: strict JSON/query/path extractors that answer in api.md's
