@@ -127,7 +127,7 @@ fn build(broker: Arc<dyn Broker>, options: ServerOptions) -> (Router, Arc<InFlig
         exported_queues: Arc::default(),
     };
     // Layers run outside-in from the last added: trace, auth, error bodies,
-    // then (per route, where the route template is known) metrics, the
+    // panics, then (per route, where the route template is known) metrics, the
     // Content-Length check and in-flight tracking.
     // The dashboard's page and assets (/ui) need no token: all data they
     // show comes from /v1.
@@ -144,11 +144,21 @@ fn build(broker: Arc<dyn Broker>, options: ServerOptions) -> (Router, Arc<InFlig
         ))
         .layer(middleware::from_fn(metrics::track))
         .layer(DefaultBodyLimit::max(max_body))
-        .with_state(state)
-        .layer(middleware::from_fn(error::json_errors))
+        .with_state(state);
+    let router = with_error_answers(router)
         .layer(middleware::from_fn_with_state(tokens, auth::require_token))
         .layer(TraceLayer::new_for_http());
     (router, in_flight)
+}
+
+/// The answers failures get: a panic in a handler (a bug) is 500
+/// `internal` instead of a dropped connection (the panic itself goes to
+/// stderr), and every error axum or tower produce on their own gets
+/// api.md's JSON body.
+fn with_error_answers(router: Router) -> Router {
+    router
+        .layer(tower_http::catch_panic::CatchPanicLayer::new())
+        .layer(middleware::from_fn(error::json_errors))
 }
 
 /// Serves the API on `listener` until `signal`, then: stops accepting, lets
@@ -169,4 +179,29 @@ pub async fn serve_until(
         tracing::error!(%err, "shutdown task failed");
     }
     served.map_err(ServerError::Serve)
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use axum::routing::get;
+    use tower::ServiceExt as _;
+
+    async fn boom() -> &'static str {
+        panic!("a bug")
+    }
+
+    #[tokio::test]
+    async fn a_handler_panic_answers_500_internal_in_the_error_shape() {
+        let router = super::with_error_answers(axum::Router::new().route("/boom", get(boom)));
+        let request = Request::get("/boom").body(Body::empty()).expect("request");
+        let response = router.oneshot(request).await.expect("infallible");
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        let body: serde_json::Value = serde_json::from_slice(&bytes).expect("JSON");
+        assert_eq!(body["error"]["code"], "internal", "{body}");
+    }
 }
