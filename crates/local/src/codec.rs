@@ -132,6 +132,14 @@ pub(crate) fn decode_message_key(key: &[u8]) -> Result<(QueueName, MessageId), S
     ))
 }
 
+/// A `queues` keyspace key: the queue's name.
+pub(crate) fn decode_queue_key(key: &[u8]) -> Result<QueueName, StoreError> {
+    std::str::from_utf8(key)
+        .ok()
+        .and_then(|s| QueueName::new(s).ok())
+        .ok_or_else(|| StoreError::Corrupt("malformed queue name".into()))
+}
+
 /// `due` key: `[deliver_at u64 BE][seq u64 BE]`, so a range scan yields
 /// scheduled messages in firing order.
 pub(crate) fn due_key(deliver_at: u64, seq: u64) -> [u8; 16] {

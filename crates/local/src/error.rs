@@ -23,10 +23,6 @@ pub enum StoreError {
     /// refuses rather than let the engine drop committed data.
     #[error("damaged: {}", summary(.0))]
     Damaged(Vec<Finding>),
-    /// A commit or fsync failed earlier; the broker takes no more writes
-    /// because what is on disk may no longer match what it acknowledged.
-    #[error("store refuses writes after a failed commit or fsync: {0}")]
-    Poisoned(String),
     /// The engine is closed: reopening it after a failed write failed too
     /// (it is retried).
     #[error("storage engine closed after a failed write; reopening it failed and is retried")]

@@ -141,6 +141,8 @@ impl Inner {
     ) -> Vec<PipelinedResult> {
         let mut results = Vec::with_capacity(calls.len());
         let refused = self.check_writable().err();
+        // Sampled once, outside the state lock (a stale sample is a statvfs).
+        let full = self.disk.check_add().err();
         let mut ticket = 0;
         let backlog = {
             let mut state = self.lock_state();
@@ -157,8 +159,8 @@ impl Inner {
                 }
                 // Puts add data: refused below the disk reserve, while the
                 // pipeline's deletes and other calls go on.
-                if let (PipelinedCall::Enqueue { .. }, Err(full)) = (&call, self.disk.check_add()) {
-                    results.push(PipelinedResult::Enqueued(Err(full)));
+                if let (PipelinedCall::Enqueue { .. }, Some(full)) = (&call, &full) {
+                    results.push(PipelinedResult::Enqueued(Err(full.clone())));
                     continue;
                 }
                 let mut tx = Tx::default();

@@ -368,11 +368,7 @@ impl Store {
             let mut out = Vec::new();
             for guard in e.queues.iter() {
                 let (k, v) = guard.into_inner()?;
-                let name = std::str::from_utf8(&k)
-                    .ok()
-                    .and_then(|s| QueueName::new(s).ok())
-                    .ok_or_else(|| StoreError::Corrupt("malformed queue name".into()))?;
-                out.push((name, codec::decode_record(&v)?));
+                out.push((codec::decode_queue_key(&k)?, codec::decode_record(&v)?));
             }
             Ok(out)
         })
@@ -453,17 +449,14 @@ fn name_damage(dir: &Path, error: fjall::Error) -> StoreError {
 }
 
 fn journal_sizes(dir: &Path) -> Result<BTreeMap<PathBuf, u64>, StoreError> {
-    let io = |source| StoreError::Io {
-        path: dir.to_path_buf(),
+    let io = |path: &Path, source| StoreError::Io {
+        path: path.to_path_buf(),
         source,
     };
     let mut out = BTreeMap::new();
-    for entry in std::fs::read_dir(dir).map_err(io)? {
-        let entry = entry.map_err(io)?;
-        let path = entry.path();
-        if path.extension().is_some_and(|e| e == "jnl") {
-            out.insert(path, entry.metadata().map_err(io)?.len());
-        }
+    for path in crate::check::journals(dir).map_err(|e| io(dir, e))? {
+        let len = std::fs::metadata(&path).map_err(|e| io(&path, e))?.len();
+        out.insert(path, len);
     }
     Ok(out)
 }

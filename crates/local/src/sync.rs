@@ -297,7 +297,9 @@ fn run_groups(
                 // Nothing open; still make the engine's own buffers
                 // durable on the way out.
                 drop(state);
-                let _ = persist(shared, journal, PersistMode::SyncAll, 0);
+                if let Err(e) = persist(shared, journal, PersistMode::SyncAll, 0) {
+                    tracing::error!(error = %e, "final fsync at shutdown failed");
+                }
                 return Ok(());
             }
             continue;
@@ -346,11 +348,13 @@ fn write_group(shared: &Shared, mut state: MutexGuard<'_, State>) -> Result<(u64
     Ok((group, set.len()))
 }
 
+/// The sync thread's own failure (a write or fsync of a group); it heals
+/// next. The first reason reported is kept, as in [`Syncer::fail`].
 fn fail(shared: &Shared, reason: &str) {
     tracing::error!(error = %reason, "commit failed; the broker refuses writes until the engine is reopened");
-    shared
-        .durable
-        .send_modify(|d| d.failed = Some(reason.to_string()));
+    shared.durable.send_modify(|d| {
+        d.failed.get_or_insert_with(|| reason.to_string());
+    });
 }
 
 /// First wait before reopening the engine after a failure, and the
@@ -381,7 +385,9 @@ fn heal(shared: &Shared) -> bool {
                 state.group = last_ticket + 2;
                 shared.heal_requested.store(false, Ordering::SeqCst);
                 shared.durable.send_modify(|d| {
-                    d.lost.push((durable_upto + 1, last_ticket));
+                    if durable_upto < last_ticket {
+                        d.lost.push((durable_upto + 1, last_ticket));
+                    }
                     d.upto = last_ticket + 1;
                     d.failed = None;
                 });
@@ -500,22 +506,7 @@ impl JournalSync {
 }
 
 fn newest_journal(dir: &Path) -> std::io::Result<Option<PathBuf>> {
-    let mut best: Option<(u64, PathBuf)> = None;
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        let Some(n) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".jnl"))
-            .and_then(|n| n.parse::<u64>().ok())
-        else {
-            continue;
-        };
-        if best.as_ref().is_none_or(|(b, _)| n > *b) {
-            best = Some((n, path));
-        }
-    }
-    Ok(best.map(|(_, p)| p))
+    Ok(crate::check::journals(dir)?.pop())
 }
 
 fn persist(
@@ -534,10 +525,8 @@ fn persist(
             .and_then(|()| journal.sync().map_err(|e| e.to_string())),
         other => store.persist(other).map_err(|e| e.to_string()),
     };
-    if let Err(e) = result {
-        tracing::error!(error = %e, "journal fsync failed; the broker refuses further writes");
-        return Err(e);
-    }
+    // The caller logs the failure (`fail`) and reopens the engine.
+    result?;
     if mode == PersistMode::SyncAll {
         shared.fsyncs.fetch_add(1, Ordering::Relaxed);
     }

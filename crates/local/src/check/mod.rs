@@ -258,20 +258,20 @@ fn journal_finding(dir: &Path, path: &Path, newest: bool, bad: journal::BadBatch
     }
 }
 
-/// Checks every keyspace's version file and, with `tables`, every table
-/// file; `count` gets the table files listed.
+/// Checks every keyspace's version file and, with `tables_too`, every
+/// table file it lists.
 fn check_tables(dir: &Path, tables_too: bool) -> Result<Vec<Finding>, StoreError> {
     let root = dir.join("keyspaces");
     let keyspaces = tables::keyspace_dirs(dir).map_err(|source| io(&root, source))?;
     let mut out = Vec::new();
     for (id, path) in keyspaces {
-        for bad in tables::check_keyspace(id, &path, tables_too) {
-            let name = keyspace_name(bad.keyspace);
+        for bad in tables::check_keyspace(&path, tables_too) {
+            let name = keyspace_name(id);
             let (kind, location) = match bad.level {
                 Some(level) => (FileKind::Table, format!("keyspace {name}, level {level}")),
                 None => (FileKind::Version, format!("keyspace {name}")),
             };
-            let affects = if bad.version_file {
+            let affects = if bad.level.is_none() {
                 format!(
                     "{name}: the list of its tables, so all of {}",
                     keyspace_holds(id)

@@ -63,7 +63,7 @@ fn decode(keyspace: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
         "meta" if key == codec::META_FORMAT && value.len() == 1 => Ok(()),
         "meta" => Err(StoreError::Corrupt("unknown meta entry".into())),
         "queues" => {
-            queue_name(key)?;
+            codec::decode_queue_key(key)?;
             codec::decode_record::<QueueRecord>(value).map(drop)
         }
         "messages" => {
@@ -85,13 +85,6 @@ fn decode(keyspace: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
     }
 }
 
-fn queue_name(key: &[u8]) -> Result<delayd_core::QueueName, StoreError> {
-    std::str::from_utf8(key)
-        .ok()
-        .and_then(|s| delayd_core::QueueName::new(s).ok())
-        .ok_or_else(|| StoreError::Corrupt("malformed queue name".into()))
-}
-
 /// A key as an operator can use it: `message orders/42`, `queue orders`,
 /// `seq 17`; hex when it does not decode.
 pub(crate) fn describe_key(keyspace: &str, key: &[u8]) -> String {
@@ -99,7 +92,7 @@ pub(crate) fn describe_key(keyspace: &str, key: &[u8]) -> String {
         "messages" => codec::decode_message_key(key)
             .ok()
             .map(|(q, id)| format!("message {}/{}", q.as_str(), id.as_str())),
-        "queues" => queue_name(key)
+        "queues" => codec::decode_queue_key(key)
             .ok()
             .map(|q| format!("queue {}", q.as_str())),
         "payloads" | "pinned" => codec::decode_u64(key).ok().map(|s| format!("seq {s}")),

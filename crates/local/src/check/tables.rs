@@ -18,10 +18,9 @@ use xxhash_rust::xxh3::Xxh3;
 /// A file whose bytes do not match the checksum recorded for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct BadFile {
-    pub keyspace: u64,
     pub path: PathBuf,
-    pub version_file: bool,
-    /// Level of a table in the LSM tree (0 newest).
+    /// Level of a table in the LSM tree (0 newest); `None`: the keyspace's
+    /// version file (`current` or the version it names).
     pub level: Option<usize>,
     pub problem: String,
 }
@@ -73,11 +72,9 @@ fn le(bytes: &[u8]) -> u128 {
 
 /// Checks the version file of one keyspace; `tables`: also every table
 /// file it lists (reads them whole).
-pub(crate) fn check_keyspace(id: u64, dir: &Path, tables: bool) -> Vec<BadFile> {
-    let bad = |path: PathBuf, version_file, level, problem: String| BadFile {
-        keyspace: id,
+pub(crate) fn check_keyspace(dir: &Path, tables: bool) -> Vec<BadFile> {
+    let bad = |path: PathBuf, level, problem: String| BadFile {
         path,
-        version_file,
         level,
         problem,
     };
@@ -87,25 +84,24 @@ pub(crate) fn check_keyspace(id: u64, dir: &Path, tables: bool) -> Vec<BadFile> 
         Ok(bytes) => {
             return vec![bad(
                 current,
-                true,
                 None,
                 format!("{} bytes, expected 25", bytes.len()),
             )]
         }
-        Err(e) => return vec![bad(current, true, None, format!("unreadable: {e}"))],
+        Err(e) => return vec![bad(current, None, format!("unreadable: {e}"))],
     };
     let version = dir.join(format!("v{}", le(&bytes[..8])));
     match xxh3_128_of(&version) {
         Ok(sum) if sum == le(&bytes[8..24]) => {}
-        Ok(_) => return vec![bad(version, true, None, "checksum mismatch".into())],
-        Err(e) => return vec![bad(version, true, None, format!("unreadable: {e}"))],
+        Ok(_) => return vec![bad(version, None, "checksum mismatch".into())],
+        Err(e) => return vec![bad(version, None, format!("unreadable: {e}"))],
     }
     if !tables {
         return Vec::new();
     }
     let listed = match listed_tables(&version) {
         Ok(listed) => listed,
-        Err(problem) => return vec![bad(version, true, None, problem)],
+        Err(problem) => return vec![bad(version, None, problem)],
     };
     let mut out = Vec::new();
     for table in listed {
@@ -115,7 +111,7 @@ pub(crate) fn check_keyspace(id: u64, dir: &Path, tables: bool) -> Vec<BadFile> 
             Ok(_) => "checksum mismatch".to_string(),
             Err(e) => format!("unreadable: {e}"),
         };
-        out.push(bad(path, false, Some(table.level), problem));
+        out.push(bad(path, Some(table.level), problem));
     }
     out
 }
