@@ -231,6 +231,16 @@ struct AcceptFailing {
 
 impl AcceptFailing {
     async fn pause(&mut self, error: io::Error) {
+        // A client that gave up before the accept is not our trouble (as
+        // on the HTTP listener).
+        if matches!(
+            error.kind(),
+            io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::ConnectionReset
+                | io::ErrorKind::Interrupted
+        ) {
+            return;
+        }
         if self.errors == 0 {
             tracing::warn!(%error, "beanstalkd accept failing; retrying with a pause (logged again when it recovers)");
         }

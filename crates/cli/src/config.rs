@@ -17,8 +17,10 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use delayd_local::Durability;
-use delayd_server::{ConnectionLimits, ServerOptions};
+use delayd_local::{Durability, LocalConfig};
+use delayd_server::{
+    ConnectionLimits, ServerOptions, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+};
 
 use crate::duration::{parse_duration, parse_size};
 
@@ -439,8 +441,17 @@ fn build(layers: &Layers) -> Result<ServeConfig, ConfigError> {
         Some(_) => Some(layers.parse("horizon", "", parse_duration)?),
         None => None,
     };
-    let disk_reserve = layers.parse("disk_reserve", "64MiB", parse_size)?;
-    let cache_size = layers.parse("cache_size", "64MiB", to_usize)?;
+    // Defaults from the store's own constants (written in bytes).
+    let disk_reserve = layers.parse(
+        "disk_reserve",
+        &LocalConfig::DEFAULT_DISK_RESERVE.to_string(),
+        parse_size,
+    )?;
+    let cache_size = layers.parse(
+        "cache_size",
+        &LocalConfig::DEFAULT_PAYLOAD_CACHE_BYTES.to_string(),
+        to_usize,
+    )?;
     let tokens = list(layers, "token");
     let push_allow = list(layers, "push_allow");
     if let Err(reason) = delayd_push::PushPolicy::new(&push_allow).map_err(|e| e.to_string()) {
@@ -497,8 +508,17 @@ fn connections(layers: &Layers, beanstalk_on: bool) -> Result<Connections, Confi
             }
         })
     };
-    let header_timeout = layers.parse("http_header_timeout", "10s", positive)?;
-    let idle_timeout = layers.parse("http_idle_timeout", "60s", positive)?;
+    let seconds = |d: Duration| format!("{}s", d.as_secs());
+    let header_timeout = layers.parse(
+        "http_header_timeout",
+        &seconds(DEFAULT_HEADER_TIMEOUT),
+        positive,
+    )?;
+    let idle_timeout = layers.parse(
+        "http_idle_timeout",
+        &seconds(DEFAULT_IDLE_TIMEOUT),
+        positive,
+    )?;
     let beanstalk = if beanstalk_on { budget / 2 } else { 0 };
     Ok(Connections {
         http: ConnectionLimits {

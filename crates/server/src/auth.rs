@@ -28,7 +28,9 @@ impl Tokens {
     }
 }
 
-fn needs_auth(path: &str) -> bool {
+/// Whether a request to `path` needs the token (when tokens are set). The
+/// OpenAPI document's per-route `security` follows this too.
+pub(crate) fn needs_auth(path: &str) -> bool {
     path == "/metrics" || path == "/v1" || path.starts_with("/v1/")
 }
 

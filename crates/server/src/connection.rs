@@ -117,8 +117,11 @@ impl ConnState {
         matches!(*self.phase(), Phase::Busy { .. })
     }
 
-    /// When the connection times out in its current phase; `None` while busy
-    /// (requests are bounded by their own deadlines, e.g. `wait_ms`).
+    /// When the connection times out in its current phase; `None` while busy.
+    /// A busy connection has no time limit here: a lease call ends with its
+    /// `wait_ms`, but a client that sends its body slowly (or never reads a
+    /// large answer) holds the connection, and cannot be evicted, until it
+    /// goes away.
     fn deadline(&self, limits: &ConnectionLimits) -> Option<Instant> {
         match *self.phase() {
             Phase::Idle { since, .. } => Some(since + limits.idle_timeout),

@@ -5,7 +5,9 @@
 //! longest (no request in progress) to admit the new one, as nginx reuses
 //! idle keep-alive connections when it runs out: a flood of idle or
 //! slow-header connections then only ever displaces itself, and a client
-//! with a request to make is served. Only when every connection is busy
+//! with a request to make is served. (A flood of requests with slowly sent
+//! bodies is busy, not idle, and is not displaced: there is no body
+//! timeout.) Only when every connection is busy
 //! with a request does a new one get a quick `503` and close; refusing
 //! outright whenever full would let idle connections lock every client out
 //! until they time out.

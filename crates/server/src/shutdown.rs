@@ -81,9 +81,9 @@ pub async fn track(
 }
 
 /// After `signal`: waits for in-flight requests (at most [`DRAIN_TIMEOUT`]),
-/// then shuts the broker down. Returns the future axum's graceful shutdown
-/// waits on: it resolves as soon as the signal fires, so the listener stops
-/// accepting at once.
+/// then shuts the broker down. Returns the future the accept loop
+/// ([`crate::serve_http`]) stops on: it resolves as soon as the signal
+/// fires, so the listener stops accepting at once.
 pub fn orchestrate(
     signal: impl Future<Output = ()> + Send + 'static,
     in_flight: Arc<InFlight>,

@@ -101,9 +101,6 @@ pub async fn produce(shared: Arc<Shared>) {
         // would count a batch the server applied as failed.
         let results = send(&shared.client, plan, &messages).await;
         record_enqueued(&shared, first, results);
-        if Instant::now() >= plan.produce_end {
-            break;
-        }
     }
 }
 

@@ -3,12 +3,12 @@
 //! Producers enqueue `--messages` messages, each with a random delay in
 //! `[--delay-min, --delay-max]` and its sequence number in the payload;
 //! consumers lease, record, and ack. The run ends when every enqueued
-//! message was delivered, or `--drain` after the last due time, and never
-//! later than `--duration` + `--drain` after it began (producers start no
-//! request after `--duration`; one in flight then still gets its answer,
-//! within the 10 s request timeout). It then reports throughput, lateness percentiles, early
-//! deliveries, losses and duplicates, and exits 1 when any of the last
-//! three is not zero.
+//! message was delivered, or `--drain` after the last due time, and by
+//! `--duration` + `--drain` after it began (producers start no request after
+//! `--duration`; one in flight then still gets its answer, within the 10 s
+//! request timeout, which can push the end that much later). It then
+//! reports throughput, lateness percentiles, early deliveries, losses and
+//! duplicates, and exits 1 when any of the last three is not zero.
 //!
 //! Submodules: `load` (the producer and consumer tasks), `tally` (the
 //! accounting), `report` (the output).
@@ -52,7 +52,9 @@ pub struct BenchArgs {
     /// Messages to enqueue in total.
     #[arg(long, default_value_t = 10_000)]
     messages: u64,
-    /// Producers stop after this long; the whole run ends by this plus --drain.
+    /// Producers start no request after this long; the whole run ends by
+    /// this plus --drain (plus up to the 10 s request timeout of a request
+    /// still in flight).
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     duration: Duration,
     /// Time allowed after the last due time for the last deliveries.
