@@ -26,6 +26,7 @@
 # Usage: scripts/fuzz-http-live.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 seconds="${1:-${SECONDS_BUDGET:-180}}"
 target="${CARGO_TARGET_DIR:-target}"
 venv="${VENV:-$target/schemathesis-venv}"
@@ -35,7 +36,7 @@ if [ ! -x "$venv/bin/schemathesis" ]; then
 fi
 
 cargo build --release -q -p delayd
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 data="$(mktemp -d)"
 log="$(mktemp)"
 token="fuzz-$RANDOM$RANDOM"
@@ -47,7 +48,7 @@ cleanup() {
   rm -rf "$data" "$log"
 }
 trap cleanup EXIT
-for _ in $(seq 100); do curl -fs "127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+wait_healthy "$port" "$pid"
 
 status=0
 "$venv/bin/schemathesis" run "http://127.0.0.1:$port/openapi.json" \

@@ -14,6 +14,7 @@
 # Env: MESSAGES (200000), RATE (20000), PORT (17070), BASELINES.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 messages="${1:-${MESSAGES:-200000}}"
 rate="${RATE:-20000}"
 port="${PORT:-17070}"
@@ -28,7 +29,7 @@ for durability in always ${BASELINES:+never}; do
   "$bin" serve --http "127.0.0.1:$port" --beanstalk off --data "$data" \
     --durability "$durability" 2>/dev/null &
   pid=$!
-  for _ in $(seq 100); do curl -fs "127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+  wait_healthy "$port" "$pid"
   common=(--server "http://127.0.0.1:$port" --json --payload-size 100 --delay-min 1s --delay-max 3s
           --lease-max 100 --messages "$messages" --duration 60s --drain 15s)
   run() {

@@ -21,6 +21,7 @@
 #      temporary file, printed), SERVE_ARGS (extra `delayd serve` options).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 duration="${DURATION:-600}"
 rate="${RATE:-5000}"
 interval="${INTERVAL:-10}"
@@ -33,7 +34,7 @@ out="${OUT:-$(mktemp --suffix=.csv)}"
 
 cargo build --release -q -p delayd
 bin="${CARGO_TARGET_DIR:-target}/release/delayd"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 data="$(mktemp -d)"
 log="$(mktemp)"
 # SERVE_ARGS: extra `delayd serve` options (e.g. `--cache-size 8MiB`).
@@ -47,7 +48,7 @@ cleanup() {
   rm -rf "$data" "$log"
 }
 trap cleanup EXIT
-for _ in $(seq 100); do curl -fs "127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+wait_healthy "$port" "$pid"
 
 echo "soak: ${duration}s at ${rate}/s (batch $batch), pid $pid, port $port, samples in $out"
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg), cores: $(nproc)"
