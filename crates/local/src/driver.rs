@@ -32,8 +32,8 @@ const FIRE_BATCH: usize = 4096;
 /// `due` entries loaded per lock hold.
 pub(crate) const LOAD_BATCH: usize = 4096;
 
-/// Pause after a store failure before the next round (the sync thread is
-/// reopening the engine meanwhile).
+/// Pause after a failed round before the next (after a failed write the
+/// sync thread is reopening the engine meanwhile).
 const FAILED_ROUND_PAUSE: Duration = Duration::from_secs(1);
 
 /// How often the block cache gauges are refreshed.
@@ -52,9 +52,16 @@ pub(crate) async fn run(inner: Arc<Inner>) {
         let wait = match inner.drive_once() {
             Ok(true) => Duration::ZERO,
             Ok(false) => inner.next_wait(),
-            Err(e) => {
+            Err(RoundError::Heal(e)) => {
                 tracing::error!(error = %e, "driver round failed: store failure");
                 inner.poison(e.to_string());
+                FAILED_ROUND_PAUSE
+            }
+            // A read that fails (a damaged block, the engine closed while
+            // the sync thread reopens it) is retried; reopening would not
+            // mend a damaged block, and writes go on meanwhile.
+            Err(RoundError::Read(e)) => {
+                tracing::error!(error = %e, "driver round failed reading the store; retrying");
                 FAILED_ROUND_PAUSE
             }
         };
@@ -66,10 +73,20 @@ pub(crate) async fn run(inner: Arc<Inner>) {
     }
 }
 
+/// Why a driver round failed.
+enum RoundError {
+    /// A failed write (the open group's flush before the scan) or memory
+    /// that disagrees with itself: the engine is reopened and memory
+    /// rebuilt from disk.
+    Heal(crate::error::StoreError),
+    /// A failed read of the engine: retried next round.
+    Read(crate::error::StoreError),
+}
+
 impl Inner {
     /// One round: fire what is due, load the horizon. True when work is
     /// left over for an immediate next round.
-    fn drive_once(&self) -> Result<bool, crate::error::StoreError> {
+    fn drive_once(&self) -> Result<bool, RoundError> {
         let mut state = self.lock_state();
         let now = self.clock.now_ms();
         let mut tx = Tx::default();
@@ -84,11 +101,17 @@ impl Inner {
                 metrics::histogram!(metric::FIRE_LATENESS_SECONDS, "queue" => queue.to_string())
                     .record(lateness);
             } else if let Err(e) = state.expire_lease(&queue, &id, deadline, now, &mut tx) {
-                return Err(crate::error::StoreError::Corrupt(e.to_string()));
+                return Err(RoundError::Heal(crate::error::StoreError::Corrupt(
+                    e.to_string(),
+                )));
             }
         }
+        // The write half of the horizon scan, done here so that its failure
+        // is told from a failed read (the scan's own flush is then a no-op).
+        state.flush_pending(&self.store).map_err(RoundError::Heal)?;
         let more_to_load =
-            load_horizon_step(&mut state, &self.store, now, self.horizon_ms, &mut tx)?;
+            load_horizon_step(&mut state, &self.store, now, self.horizon_ms, &mut tx)
+                .map_err(RoundError::Read)?;
         // A timed pause that ended wakes nobody by itself: look at every
         // queue someone waits on (few; O(1) when nobody waits).
         let unpaused: Vec<_> = state
