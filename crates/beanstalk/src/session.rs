@@ -252,6 +252,7 @@ pub(crate) fn error_reply(error: &BrokerError) -> &'static str {
     match error {
         BrokerError::QueueNotFound(_)
         | BrokerError::MessageNotFound { .. }
+        | BrokerError::ScheduleNotFound { .. }
         | BrokerError::LeaseMismatch { .. }
         | BrokerError::InvalidState { .. } => "NOT_FOUND",
         BrokerError::InvalidArgument(_) => {

@@ -14,6 +14,7 @@ use crate::message::{
 };
 use crate::model::{LeaseId, MessageId, QueueConfigPatch, QueueInfo, QueueName};
 use crate::pipeline::{PipelinedCall, PipelinedResult};
+use crate::recurring::{ScheduleDefinition, ScheduleId, ScheduleRecord};
 
 /// Most items one batch call takes: enqueue batches, lease `max`, and
 /// [`Broker::ack_many`] (api.md: "up to 1000").
@@ -267,6 +268,70 @@ pub trait Broker: Send + Sync + 'static {
         Ok(histogram)
     }
 
+    // ----- recurring schedules -----
+
+    /// Creates (`Created`) or replaces (`Updated`) a schedule; creates the
+    /// queue like an enqueue does (`options.create_queue`). `definition` has
+    /// its defaults filled in and `start_at` resolved by the caller. A
+    /// definition equal to the current one changes nothing (same revision).
+    /// A changed one takes effect from now; `fires` keeps counting.
+    async fn put_schedule(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+        definition: ScheduleDefinition,
+        options: EnqueueOptions,
+    ) -> BrokerResult<(Upsert, ScheduleRecord)> {
+        let _ = (queue, id, definition, options);
+        Err(schedules_unsupported())
+    }
+
+    /// Unknown queue: `QueueNotFound`; unknown schedule: `ScheduleNotFound`.
+    async fn get_schedule(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+    ) -> BrokerResult<ScheduleRecord> {
+        let _ = (queue, id);
+        Err(schedules_unsupported())
+    }
+
+    /// The queue's schedules, by id. Unknown queue: `QueueNotFound`.
+    async fn list_schedules(&self, queue: &QueueName) -> BrokerResult<Vec<ScheduleRecord>> {
+        let _ = queue;
+        Err(schedules_unsupported())
+    }
+
+    /// Deletes the schedule; messages it already enqueued stay.
+    async fn delete_schedule(&self, queue: &QueueName, id: &ScheduleId) -> BrokerResult<()> {
+        let _ = (queue, id);
+        Err(schedules_unsupported())
+    }
+
+    /// Pauses (`paused: true`) or resumes the schedule; returns it. Resuming
+    /// does not fire the fire times that passed while paused. Already in
+    /// that state: unchanged (same revision).
+    async fn set_schedule_paused(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+        paused: bool,
+    ) -> BrokerResult<ScheduleRecord> {
+        let _ = (queue, id, paused);
+        Err(schedules_unsupported())
+    }
+
+    /// Enqueues one message now from the template
+    /// ([`ScheduleRecord::trigger_request`]); not a fire.
+    async fn trigger_schedule(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+    ) -> BrokerResult<EnqueueOutcome> {
+        let _ = (queue, id);
+        Err(schedules_unsupported())
+    }
+
     // ----- lifecycle -----
 
     /// Whether the store can take writes now (`/readyz`).
@@ -286,4 +351,8 @@ pub fn check_ack_batch(acks: &[(MessageId, LeaseId)]) -> BrokerResult<()> {
         )));
     }
     Ok(())
+}
+
+fn schedules_unsupported() -> crate::BrokerError {
+    crate::BrokerError::unavailable("this backend does not support recurring schedules")
 }

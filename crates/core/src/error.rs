@@ -15,6 +15,12 @@ pub enum BrokerError {
     /// HTTP 404 `message_not_found`.
     #[error("message {id} not found in queue {queue}")]
     MessageNotFound { queue: QueueName, id: MessageId },
+    /// HTTP 404 `schedule_not_found`.
+    #[error("schedule {id} not found in queue {queue}")]
+    ScheduleNotFound {
+        queue: QueueName,
+        id: crate::recurring::ScheduleId,
+    },
     /// The lease is not the message's current lease (expired, superseded,
     /// or never existed): HTTP 409 `lease_mismatch`.
     #[error("lease {lease} is not the current lease of message {id}")]
@@ -54,6 +60,7 @@ impl BrokerError {
             Self::InvalidArgument(_) => "invalid_argument",
             Self::QueueNotFound(_) => "queue_not_found",
             Self::MessageNotFound { .. } => "message_not_found",
+            Self::ScheduleNotFound { .. } => "schedule_not_found",
             Self::LeaseMismatch { .. } => "lease_mismatch",
             Self::InvalidState { .. } => "invalid_state",
             Self::Unavailable { .. } => "unavailable",

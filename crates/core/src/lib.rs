@@ -10,6 +10,9 @@
 //!   frontend calls.
 //! - [`pipeline`]: the calls of [`Broker::pipeline`] (one client's
 //!   back-to-back calls as one durable step).
+//! - [`recurring`]: recurring schedules: ids, definitions, the fire-time
+//!   arithmetic (cron in IANA zones, `every_ms`) and the firing step every
+//!   backend runs.
 //! - [`error`]: [`BrokerError`], split by how callers react (status codes).
 //! - [`clock`]: the injected wall clock.
 //! - [`metric`]: names of the metrics brokers record through the `metrics`
@@ -64,6 +67,7 @@ pub mod message;
 pub mod metric;
 pub mod model;
 pub mod pipeline;
+pub mod recurring;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
@@ -79,3 +83,7 @@ pub use model::{
     QueueStats, RetryPolicy, DEFAULT_PRIORITY,
 };
 pub use pipeline::{PipelinedCall, PipelinedResult};
+pub use recurring::{
+    Catchup, FirePlan, FireTimes, MessageTemplate, Overlap, Recurrence, ScheduleDefinition,
+    ScheduleId, ScheduleRecord, TZDB_VERSION,
+};

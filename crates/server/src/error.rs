@@ -74,9 +74,9 @@ impl From<BrokerError> for ApiError {
     fn from(err: BrokerError) -> Self {
         let status = match &err {
             BrokerError::InvalidArgument(_) => StatusCode::BAD_REQUEST,
-            BrokerError::QueueNotFound(_) | BrokerError::MessageNotFound { .. } => {
-                StatusCode::NOT_FOUND
-            }
+            BrokerError::QueueNotFound(_)
+            | BrokerError::MessageNotFound { .. }
+            | BrokerError::ScheduleNotFound { .. } => StatusCode::NOT_FOUND,
             BrokerError::LeaseMismatch { .. } | BrokerError::InvalidState { .. } => {
                 StatusCode::CONFLICT
             }
