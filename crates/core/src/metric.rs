@@ -27,3 +27,16 @@ pub const STORAGE_CACHE_BYTES: &str = "delayd_storage_cache_bytes";
 pub const STORAGE_CACHE_CAPACITY_BYTES: &str = "delayd_storage_cache_capacity_bytes";
 /// Counter: reopens of the embedded store's engine after a failed write.
 pub const STORAGE_REOPENS_TOTAL: &str = "delayd_storage_reopens_total";
+/// Counter: schedule fire times enqueued. Label `queue`.
+pub const SCHEDULE_FIRES_TOTAL: &str = "delayd_schedule_fires_total";
+/// Counter: schedule fire times not enqueued because they were older than
+/// the catch-up window (or not the newest, with `catchup: latest`). Label
+/// `queue`.
+pub const SCHEDULE_MISSED_TOTAL: &str = "delayd_schedule_missed_total";
+/// Counter: schedule fire times not enqueued because of `overlap: skip`.
+/// Label `queue`.
+pub const SCHEDULE_SKIPPED_TOTAL: &str = "delayd_schedule_skipped_total";
+/// Histogram, seconds: how late a schedule's fire was enqueued (enqueued at
+/// minus fire time). Label `queue`.
+pub const SCHEDULE_FIRE_LATENESS_SECONDS: &str = "delayd_schedule_fire_lateness_seconds";
+
