@@ -1,6 +1,7 @@
 //! Names, ids and queue configuration: the validated vocabulary every frontend
 //! and backend shares.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -230,11 +231,17 @@ pub struct PushConfig {
     pub concurrency: u32,
     /// HMAC-SHA256 key for `delayd-signature`. Never returned by the API.
     pub secret: Option<String>,
+    /// Sent with every push request (credentials such as `Authorization`).
+    /// Their values are never returned by the API.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
 }
 
 impl PushConfig {
     pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
     pub const DEFAULT_CONCURRENCY: u32 = 16;
+    /// Most `headers` a push target may carry (api.md).
+    pub const MAX_HEADERS: usize = 16;
 }
 
 /// A queue's configuration. `max_attempts == 0` means "never dead-letter"

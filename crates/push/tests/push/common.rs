@@ -292,6 +292,7 @@ pub fn push(url: String, timeout_ms: u64, concurrency: u32, secret: Option<&str>
         timeout_ms,
         concurrency,
         secret: secret.map(str::to_owned),
+        headers: Default::default(),
     }
 }
 
