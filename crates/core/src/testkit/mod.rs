@@ -7,8 +7,10 @@
 //! - [`cases`]: the conformance cases, one `pub async fn` per rule.
 //! - [`support`]: helpers the cases share (unique queue names, terse
 //!   calls, time bounds, the per-case runtime).
-//! - the macros [`conformance_tests!`](crate::conformance_tests) and
+//! - the macros [`conformance_tests!`](crate::conformance_tests),
 //!   [`conformance_tests_extended!`](crate::conformance_tests_extended),
+//!   [`conformance_tests_schedules!`](crate::conformance_tests_schedules)
+//!   and [`conformance_tests_schedules_extended!`](crate::conformance_tests_schedules_extended),
 //!   which expand to one `#[test]` per case.
 //!
 //! ```text
@@ -143,5 +145,50 @@ macro_rules! conformance_tests_extended {
     };
     ($factory:expr) => {
         $crate::conformance_tests_extended!(@cases ($factory));
+    };
+}
+
+/// One test per rule of recurring schedules (api.md, "Schedules"), run
+/// against `$factory` like [`conformance_tests!`](crate::conformance_tests).
+/// The `virtual_time` form also runs the cases that move the wall clock
+/// (DST transitions in 2027, catch-up after a forward jump), which only
+/// virtual time can do ([`support::set_wall_time`]).
+#[macro_export]
+macro_rules! conformance_tests_schedules {
+    (@cases ($($how:tt)+)) => {
+        $crate::__conformance_cases!($($how)+;
+            schedule_every_fires_on_time,
+            schedule_cron_fires,
+            schedule_put_creates_and_replaces,
+            schedule_unknown_errors,
+            schedule_trigger_is_not_a_fire,
+            schedule_delete_keeps_messages,
+            schedule_delete_queue_deletes_schedules,
+            schedule_pause_and_resume,
+        );
+    };
+    (virtual_time |$clock:ident| $factory:expr) => {
+        $crate::conformance_tests_schedules!(@cases (virtual_time |$clock| $factory));
+    };
+    ($factory:expr) => {
+        $crate::conformance_tests_schedules!(@cases ($factory));
+    };
+}
+
+/// The schedule rules of trait options HTTP does not expose per call
+/// (`auto_create: false`, a server option over HTTP). For brokers
+/// in-process: Local, Redis, the model.
+#[macro_export]
+macro_rules! conformance_tests_schedules_extended {
+    (@cases ($($how:tt)+)) => {
+        $crate::__conformance_cases!($($how)+;
+            schedule_put_without_auto_create,
+        );
+    };
+    (virtual_time |$clock:ident| $factory:expr) => {
+        $crate::conformance_tests_schedules_extended!(@cases (virtual_time |$clock| $factory));
+    };
+    ($factory:expr) => {
+        $crate::conformance_tests_schedules_extended!(@cases ($factory));
     };
 }

@@ -13,6 +13,7 @@
 //! machine's load.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,7 +35,7 @@ thread_local! {
     /// The clock of the case running on this thread, when it is not the
     /// system's (set by [`run_case_virtual`], whose runtime runs every task
     /// of the case on this thread).
-    static CASE_CLOCK: std::cell::RefCell<Option<Arc<dyn Clock>>> =
+    static CASE_CLOCK: std::cell::RefCell<Option<Arc<VirtualClock>>> =
         const { std::cell::RefCell::new(None) };
 }
 
@@ -46,14 +47,38 @@ pub fn now_ms() -> u64 {
         .unwrap_or_else(|| SystemClock.now_ms())
 }
 
+/// Sets the case's wall clock to `ms` (tokio's time does not move): what a
+/// broker sees after downtime (forward) or a clock step. Only on virtual
+/// time ([`run_case_virtual`]); panics on real time, where the wall clock
+/// is the system's and cannot be moved.
+pub fn set_wall_time(ms: u64) {
+    case_clock("set_wall_time").set(ms);
+}
+
+/// Moves the case's wall clock by `delta_ms` (negative: back). Only on
+/// virtual time, like [`set_wall_time`].
+pub fn jump_wall_time(delta_ms: i64) {
+    case_clock("jump_wall_time").jump(delta_ms);
+}
+
+fn case_clock(what: &str) -> Arc<VirtualClock> {
+    CASE_CLOCK.with(|c| c.borrow().clone()).unwrap_or_else(|| {
+        panic!("{what} needs virtual time: run the case with the virtual_time form of the macro")
+    })
+}
+
 /// A wall clock that follows tokio's clock: the system time when it was
-/// made plus the tokio time elapsed since. Under a paused runtime
-/// (`start_paused`) it moves only when tokio's time does, so a broker
-/// reading it and timing its waits with tokio sees one consistent time.
+/// made plus the tokio time elapsed since, plus an offset a case may move
+/// ([`set_wall_time`], [`jump_wall_time`]). Under a paused runtime
+/// (`start_paused`) it moves only when tokio's time does or the case moves
+/// it, so a broker reading it and timing its waits with tokio sees one
+/// consistent time. Clones share the offset.
 #[derive(Clone, Debug)]
 pub struct VirtualClock {
     base_ms: u64,
     origin: tokio::time::Instant,
+    /// Added to the followed time; moved only by the case.
+    offset_ms: Arc<AtomicI64>,
 }
 
 impl VirtualClock {
@@ -62,7 +87,23 @@ impl VirtualClock {
         Self {
             base_ms: SystemClock.now_ms(),
             origin: tokio::time::Instant::now(),
+            offset_ms: Arc::new(AtomicI64::new(0)),
         }
+    }
+
+    /// Moves the wall clock by `delta_ms` (negative: back).
+    pub fn jump(&self, delta_ms: i64) {
+        self.offset_ms.fetch_add(delta_ms, Ordering::SeqCst);
+    }
+
+    /// Sets the wall clock to `ms` now; it goes on moving with tokio's time.
+    pub fn set(&self, ms: u64) {
+        let delta = ms as i64 - self.now_ms() as i64;
+        self.jump(delta);
+    }
+
+    fn followed_ms(&self) -> u64 {
+        self.base_ms + self.origin.elapsed().as_millis() as u64
     }
 }
 
@@ -74,7 +115,8 @@ impl Default for VirtualClock {
 
 impl Clock for VirtualClock {
     fn now_ms(&self) -> u64 {
-        self.base_ms + self.origin.elapsed().as_millis() as u64
+        let offset = self.offset_ms.load(Ordering::SeqCst);
+        (self.followed_ms() as i64 + offset).max(0) as u64
     }
 }
 
@@ -257,8 +299,7 @@ where
         .unwrap_or_else(|e| panic!("cannot build a tokio runtime: {e}"));
     runtime.block_on(async {
         let clock = Arc::new(VirtualClock::new());
-        let shared: Arc<dyn Clock> = clock.clone();
-        CASE_CLOCK.with(|c| *c.borrow_mut() = Some(shared));
+        CASE_CLOCK.with(|c| *c.borrow_mut() = Some(clock.clone()));
         let outcome = tokio::time::timeout(CASE_TIMEOUT, make_case(clock)).await;
         CASE_CLOCK.with(|c| *c.borrow_mut() = None);
         if outcome.is_err() {
