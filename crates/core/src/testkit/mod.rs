@@ -165,6 +165,9 @@ macro_rules! conformance_tests_schedules {
             schedule_delete_keeps_messages,
             schedule_delete_queue_deletes_schedules,
             schedule_pause_and_resume,
+            schedule_end_at_and_max_fires,
+            schedule_overlap_skip,
+            schedule_jitter,
         );
     };
     (virtual_time |$clock:ident| $factory:expr) => {

@@ -10,11 +10,11 @@ use std::sync::Arc;
 
 use crate::broker::{Broker, Upsert};
 use crate::error::BrokerError;
-use crate::message::{Delivery, EnqueueOptions, LeaseRequest};
+use crate::message::{Delivery, EnqueueOptions, LeaseRequest, MessageState, Nack};
 use crate::model::QueueName;
 use crate::recurring::{
-    Catchup, MessageTemplate, Overlap, Recurrence, ScheduleDefinition, ScheduleId, ScheduleRecord,
-    DEFAULT_CATCHUP_WINDOW_MS, HEADER_SCHEDULE, HEADER_SCHEDULED_FOR,
+    jitter, Catchup, MessageTemplate, Overlap, Recurrence, ScheduleDefinition, ScheduleId,
+    ScheduleRecord, DEFAULT_CATCHUP_WINDOW_MS, HEADER_SCHEDULE, HEADER_SCHEDULED_FOR,
 };
 use crate::testkit::support::{self as s, SLACK_MS};
 
@@ -461,4 +461,110 @@ pub async fn schedule_put_without_auto_create(b: Arc<dyn Broker>) {
     s::make_queue(&b, &q, 10).await;
     let (upsert, _) = s::must(b.put_schedule(&q, &id, def, options).await, "put");
     assert_eq!(upsert, Upsert::Created, "an existing queue works");
+}
+
+/// `end_at`: no fire at or after it; `max_fires`: no more than that many.
+/// Either way the schedule finishes (`next_fire_at` none).
+pub async fn schedule_end_at_and_max_fires(b: Arc<dyn Broker>) {
+    let q = s::queue("schedule_end_at_and_max_fires", "q");
+    let (ending, capped) = (sid("ending"), sid("capped"));
+    let start_at = s::now_ms() + 300;
+    let mut def = every(1_000, start_at);
+    def.end_at = Some(start_at + 2_000);
+    put_schedule(&b, &q, &ending, def).await;
+    let mut def = every(1_000, start_at);
+    def.max_fires = Some(2);
+    put_schedule(&b, &q, &capped, def).await;
+    let fired = collect_until(&b, &q, start_at + 3_500 + SLACK_MS).await;
+    let two = [start_at, start_at + 1_000];
+    assert_eq!(times_of(&fired, &ending), two, "none at end_at or later");
+    assert_eq!(times_of(&fired, &capped), two, "max_fires 2");
+    for (id, fires) in [(&ending, 2), (&capped, 2)] {
+        let record = get_schedule(&b, &q, id).await;
+        assert_eq!(record.fires, fires, "{record:?}");
+        assert_eq!(record.next_fire_at, None, "finished: {record:?}");
+        assert!(record.next_fires().is_empty(), "{record:?}");
+    }
+}
+
+/// `overlap: skip`: while the previous fire's message is leased, fire
+/// times enqueue nothing (and do not count); once it is dead, they do.
+pub async fn schedule_overlap_skip(b: Arc<dyn Broker>) {
+    let q = s::queue("schedule_overlap_skip", "q");
+    s::make_queue(&b, &q, 1).await;
+    let id = sid("skip");
+    let start_at = s::now_ms() + 300;
+    let mut def = every(1_000, start_at);
+    def.overlap = Overlap::Skip;
+    put_schedule(&b, &q, &id, def).await;
+    let mut got = lease_fired_max(&b, &q, 1, 1_000 + SLACK_MS).await;
+    assert_eq!(got.len(), 1, "the first fire: {got:?}");
+    let first = check_fired(got.remove(0));
+    assert_eq!(first.t, start_at);
+    // Held leased across two fire times, checked well after the first.
+    tick_until(start_at + 2_500).await;
+    let skipped = id.fire_message_id(start_at + 1_000);
+    s::assert_not_found(b.get(&q, &skipped).await, "a skipped fire");
+    assert!(lease_fired(&b, &q, 0).await.is_empty(), "a skipped fire");
+    assert_eq!(
+        get_schedule(&b, &q, &id).await.fires,
+        1,
+        "skips do not count"
+    );
+    // Out of attempts (queue max_attempts 1): dead, which does not block.
+    let nack = Nack {
+        delay_ms: Some(0),
+        ..Nack::default()
+    };
+    let d = &first.delivery;
+    s::must(b.nack(&q, &d.id, &d.lease_id, nack).await, "nack");
+    let dead_at = s::now_ms();
+    assert_eq!(s::get(&b, &q, &d.id).await.state, MessageState::Dead);
+    let next = collect_count(&b, &q, 1, 1_000 + 2 * SLACK_MS).await;
+    let t = next[0].t;
+    assert!(t >= start_at + 2_000, "fire {t} was skipped earlier");
+    assert!(t <= dead_at + 1_000, "fire {t}: a dead message blocked");
+    assert_eq!(get_schedule(&b, &q, &id).await.fires, 2);
+}
+
+/// Jitter: each fire's `deliver_at` is `t` plus `[0, jitter_ms)`, the same
+/// for the same schedule id and `t` (in two queues), and the message is
+/// not leased before it.
+pub async fn schedule_jitter(b: Arc<dyn Broker>) {
+    let (q1, q2) = (
+        s::queue("schedule_jitter", "one"),
+        s::queue("schedule_jitter", "two"),
+    );
+    let id = sid("jittery");
+    let start_at = s::now_ms() + 300;
+    let mut def = every(1_000, start_at);
+    def.jitter_ms = 800;
+    put_schedule(&b, &q1, &id, def.clone()).await;
+    put_schedule(&b, &q2, &id, def).await;
+    let within = 3_800 + 3 * SLACK_MS;
+    let (one, two) = tokio::join!(
+        collect_count(&b, &q1, 3, within),
+        collect_count(&b, &q2, 3, within)
+    );
+    let at = |fired: &[Fired]| -> Vec<(u64, u64)> {
+        let mut v: Vec<_> = fired.iter().map(|f| (f.t, f.delivery.deliver_at)).collect();
+        v.sort_unstable();
+        v
+    };
+    let (one, two) = (at(&one), at(&two));
+    assert_eq!(one, two, "jitter depends on the schedule id and t only");
+    let times: Vec<u64> = one.iter().map(|(t, _)| *t).collect();
+    assert_eq!(times, [start_at, start_at + 1_000, start_at + 2_000]);
+    for (t, deliver_at) in one {
+        assert!(deliver_at - t < 800, "jitter {} of {t}", deliver_at - t);
+        assert_eq!(deliver_at, t + jitter(&id, t, 800), "the documented jitter");
+    }
+}
+
+/// Sleeps (on the case's time) until wall time `t`.
+pub(super) async fn tick_until(t: u64) {
+    let now = s::now_ms();
+    if now < t {
+        tokio::time::sleep(std::time::Duration::from_millis(t - now)).await;
+    }
 }
