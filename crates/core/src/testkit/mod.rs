@@ -44,6 +44,17 @@ pub use model::ModelBroker;
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_cases {
+    (virtual_time_within $timeout:path, |$clock:ident| $factory:expr; $($name:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::testkit::support::run_case_virtual_within($timeout, |$clock| async move {
+                    let broker: ::std::sync::Arc<dyn $crate::Broker> = $factory.await;
+                    $crate::testkit::cases::$name(broker).await;
+                });
+            }
+        )+
+    };
     (virtual_time |$clock:ident| $factory:expr; $($name:ident),+ $(,)?) => {
         $(
             #[test]
@@ -170,8 +181,22 @@ macro_rules! conformance_tests_schedules {
             schedule_jitter,
         );
     };
+    (@wall ($($how:tt)+)) => {
+        $crate::__conformance_cases!($($how)+;
+            schedule_dst_europe_berlin,
+            schedule_dst_america_new_york,
+            schedule_dst_australia_lord_howe,
+            schedule_tz_asia_kathmandu,
+            schedule_cron_l_w_hash,
+            schedule_catchup_all,
+            schedule_catchup_latest,
+        );
+    };
     (virtual_time |$clock:ident| $factory:expr) => {
         $crate::conformance_tests_schedules!(@cases (virtual_time |$clock| $factory));
+        $crate::conformance_tests_schedules!(@wall (
+            virtual_time_within $crate::testkit::support::WALL_CASE_TIMEOUT, |$clock| $factory
+        ));
     };
     ($factory:expr) => {
         $crate::conformance_tests_schedules!(@cases ($factory));

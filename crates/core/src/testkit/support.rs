@@ -31,6 +31,10 @@ pub const SLACK_MS: u64 = 1_500;
 /// Upper bound for a whole case, so a hanging broker fails instead of hangs.
 pub const CASE_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Upper bound of virtual time for a case that moves the wall clock and
+/// lets hours pass (`conformance_tests_schedules!`'s wall cases).
+pub const WALL_CASE_TIMEOUT: Duration = Duration::from_secs(6 * 3_600);
+
 thread_local! {
     /// The clock of the case running on this thread, when it is not the
     /// system's (set by [`run_case_virtual`], whose runtime runs every task
@@ -292,6 +296,18 @@ where
     F: FnOnce(Arc<VirtualClock>) -> Fut,
     Fut: Future<Output = ()>,
 {
+    run_case_virtual_within(CASE_TIMEOUT, make_case);
+}
+
+/// [`run_case_virtual`] with a longer bound, for cases that let hours of
+/// virtual time pass (a DST transition). Costs nothing when a broker
+/// hangs: with every task waiting, tokio's paused clock jumps straight to
+/// the bound.
+pub fn run_case_virtual_within<F, Fut>(timeout: Duration, make_case: F)
+where
+    F: FnOnce(Arc<VirtualClock>) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
@@ -300,10 +316,10 @@ where
     runtime.block_on(async {
         let clock = Arc::new(VirtualClock::new());
         CASE_CLOCK.with(|c| *c.borrow_mut() = Some(clock.clone()));
-        let outcome = tokio::time::timeout(CASE_TIMEOUT, make_case(clock)).await;
+        let outcome = tokio::time::timeout(timeout, make_case(clock)).await;
         CASE_CLOCK.with(|c| *c.borrow_mut() = None);
         if outcome.is_err() {
-            panic!("case did not finish within {CASE_TIMEOUT:?} of virtual time");
+            panic!("case did not finish within {timeout:?} of virtual time");
         }
     });
 }

@@ -15,6 +15,7 @@ mod ids;
 mod lifecycle;
 mod queues;
 mod schedules;
+mod schedules_wall;
 mod scheduling;
 
 pub use consuming::*;
@@ -24,4 +25,5 @@ pub use ids::*;
 pub use lifecycle::*;
 pub use queues::*;
 pub use schedules::*;
+pub use schedules_wall::*;
 pub use scheduling::*;
