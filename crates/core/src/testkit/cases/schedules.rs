@@ -23,10 +23,6 @@ pub async fn schedule_every_fires_on_time(b: Arc<dyn Broker>) {
     let (upsert, record) = put_schedule(&b, &q, &id, every(1_000, start_at)).await;
     assert_eq!(upsert, Upsert::Created);
     assert_eq!((record.fires, record.next_fire_at), (0, Some(start_at)));
-    assert!(
-        lease_fired(&b, &q, 0).await.is_empty(),
-        "fired before start_at"
-    );
     let fired = collect_count(&b, &q, 3, 3_000 + 3 * SLACK_MS).await;
     let times = times_of(&fired, &id);
     assert_eq!(times, [start_at, start_at + 1_000, start_at + 2_000]);
