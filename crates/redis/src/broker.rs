@@ -46,6 +46,8 @@ pub(crate) struct Inner {
     /// Trusted CAs for `rediss://` (the pub/sub task opens its own
     /// connections).
     pub(crate) tls_ca: Option<Vec<u8>>,
+    /// `RedisConfig::virtual_time` (the pub/sub task connects on its own).
+    pub(crate) virtual_time: bool,
     pub(crate) wake: Wake,
     closed: AtomicBool,
     pub(crate) stop: watch::Sender<bool>,
@@ -77,7 +79,8 @@ impl RedisBroker {
     /// the current tokio runtime).
     pub async fn connect(config: RedisConfig) -> Result<RedisBroker, RedisBrokerError> {
         config.validate()?;
-        let conn = Conn::connect(&config.urls, config.tls_ca.as_deref()).await?;
+        let conn =
+            Conn::connect(&config.urls, config.tls_ca.as_deref(), config.virtual_time).await?;
         let (stop, _) = watch::channel(false);
         let inner = Arc::new_cyclic(|me| Inner {
             conn,
@@ -85,6 +88,7 @@ impl RedisBroker {
             clock: config.clock,
             urls: config.urls,
             tls_ca: config.tls_ca,
+            virtual_time: config.virtual_time,
             wake: Wake::default(),
             closed: AtomicBool::new(false),
             stop,

@@ -187,7 +187,10 @@ async fn pubsub_loop(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
     while !*stop.borrow() {
         let url = &inner.urls[next_url % inner.urls.len()];
         next_url += 1;
-        match subscribe(url, inner.tls_ca.as_deref(), &inner.keys.channel).await {
+        let hold = crate::conn::TimeHold::new(inner.virtual_time);
+        let subscribed = subscribe(url, inner.tls_ca.as_deref(), &inner.keys.channel).await;
+        drop(hold);
+        match subscribed {
             Ok(pubsub) => {
                 // Events published while disconnected are lost: catch up.
                 inner.sweep_now.notify_one();

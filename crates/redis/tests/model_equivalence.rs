@@ -230,6 +230,7 @@ async fn run(seed: u64, shards: u32) {
         key_prefix: unique_prefix(),
         clock: shared,
         tls_ca: None,
+        virtual_time: false,
     };
     let redis: Arc<dyn Broker> = Arc::new(RedisBroker::connect(config).await.unwrap());
     let q = QueueName::new("eq").unwrap();
