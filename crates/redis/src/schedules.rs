@@ -282,7 +282,15 @@ impl Inner {
     /// the next sweep (or any node's) fires it.
     pub(crate) async fn fire_schedules(&self, queue: &QueueName, shard: u32, ids: &str) {
         let keys = self.keys.shard(queue, shard);
-        for id in ids.split(' ').filter(|s| !s.is_empty()) {
+        let mut ids: Vec<&str> = ids.split(' ').filter(|s| !s.is_empty()).collect();
+        // Every node's timer for this cursor fires at the same instant:
+        // starting at a random one spreads them over different schedules
+        // instead of all racing (and all but one losing) on the first.
+        if !ids.is_empty() {
+            let start = rand::random_range(0..ids.len());
+            ids.rotate_left(start);
+        }
+        for id in ids {
             let Ok(id) = ScheduleId::new(id) else {
                 continue;
             };
