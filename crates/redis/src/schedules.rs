@@ -144,6 +144,11 @@ impl Inner {
                         ScheduleRecord::create(queue.clone(), id.clone(), definition.clone(), now)?;
                     (Upsert::Created, String::new(), record)
                 }
+                Some((json, current)) if current.is_due(now) => {
+                    self.fire_first(queue, shard, &keys, &json, &current, now)
+                        .await?;
+                    continue;
+                }
                 Some((json, current)) => match current.replace(definition.clone(), now)? {
                     None => return Ok((Upsert::Updated, current)),
                     Some(record) => (Upsert::Updated, json, record),
@@ -216,11 +221,17 @@ impl Inner {
         id: &ScheduleId,
     ) -> BrokerResult<()> {
         self.check_open()?;
-        let (_, keys) = self.schedule_keys(queue, id);
+        let (shard, keys) = self.schedule_keys(queue, id);
         for _ in 0..MAX_ROUNDS {
-            let Some((json, _)) = self.read_schedule(&keys, id).await? else {
+            let now = self.clock.now_ms();
+            let Some((json, current)) = self.read_schedule(&keys, id).await? else {
                 return Err(self.schedule_missing(queue, id).await);
             };
+            if current.is_due(now) {
+                self.fire_first(queue, shard, &keys, &json, &current, now)
+                    .await?;
+                continue;
+            }
             if self
                 .schedule_cas(queue, &keys, id, &json, None, false)
                 .await?
@@ -244,6 +255,11 @@ impl Inner {
             let Some((json, current)) = self.read_schedule(&keys, id).await? else {
                 return Err(self.schedule_missing(queue, id).await);
             };
+            if current.is_due(now) {
+                self.fire_first(queue, shard, &keys, &json, &current, now)
+                    .await?;
+                continue;
+            }
             let changed = if paused {
                 current.pause(now)
             } else {
@@ -330,6 +346,24 @@ impl Inner {
             }
         }
         Err(too_contended("fire"))
+    }
+
+    /// A change found the cursor due (a fire this or another node's timer
+    /// has not got to yet): fire under the current definition first, as if
+    /// the change had come a moment later, so a change never drops a fire
+    /// time that was already due.
+    async fn fire_first(
+        &self,
+        queue: &QueueName,
+        shard: u32,
+        keys: &ShardKeys,
+        json: &str,
+        record: &ScheduleRecord,
+        now: u64,
+    ) -> BrokerResult<()> {
+        self.fire_step(queue, shard, keys, json, record, now)
+            .await
+            .map(|_| ())
     }
 
     /// One `sched_fire` call for the record read as `json`. `Ok(false)`:
