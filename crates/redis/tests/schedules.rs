@@ -231,3 +231,54 @@ async fn schedule_calls_round_trip() {
     node.put_queue(&q, Default::default()).await.unwrap();
     assert!(node.list_schedules(&q).await.unwrap().is_empty());
 }
+
+/// The schedule metrics, recorded by the node that fires: one created fire
+/// per fire time (and one lateness sample each), one skip per fire time
+/// `overlap: skip` passed over. A current-thread runtime keeps the node's
+/// tasks on the thread whose local recorder the test installed.
+#[tokio::test(flavor = "current_thread")]
+async fn fires_and_skips_are_counted() {
+    use delayd_core::metric;
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _guard = metrics::set_default_local_recorder(&recorder);
+    let server = support::shared_single();
+    let node = broker(vec![server.url()], 1, &unique_prefix()).await;
+    let q = QueueName::new("counted").unwrap();
+    let (allow, skip) = (
+        ScheduleId::new("allow").unwrap(),
+        ScheduleId::new("skip").unwrap(),
+    );
+    let start = now() + 200;
+    for (id, overlap) in [(&allow, Overlap::Allow), (&skip, Overlap::Skip)] {
+        node.put_schedule(&q, id, every(start, overlap), EnqueueOptions::default())
+            .await
+            .unwrap();
+    }
+    // Fire times start, +1 s, +2 s; nothing consumed.
+    tokio::time::sleep(Duration::from_millis(2_600)).await;
+    let allowed = node.get_schedule(&q, &allow).await.unwrap().fires;
+    let skipping = node.get_schedule(&q, &skip).await.unwrap();
+    assert_eq!(allowed, 3);
+    assert_eq!(skipping.fires, 1);
+    let (mut fires, mut skipped, mut lateness) = (0, 0, 0);
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let labelled = key
+            .key()
+            .labels()
+            .any(|l| l.key() == "queue" && l.value() == "counted");
+        match (key.key().name(), value) {
+            (metric::SCHEDULE_FIRES_TOTAL, DebugValue::Counter(n)) if labelled => fires += n,
+            (metric::SCHEDULE_SKIPPED_TOTAL, DebugValue::Counter(n)) if labelled => skipped += n,
+            (metric::SCHEDULE_FIRE_LATENESS_SECONDS, DebugValue::Histogram(v)) if labelled => {
+                lateness += v.len() as u64;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(fires, allowed + skipping.fires);
+    assert_eq!(skipped, 2);
+    assert_eq!(lateness, fires);
+}
