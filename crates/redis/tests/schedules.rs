@@ -104,7 +104,7 @@ async fn nodes_fire_each_time_once(nodes: Vec<RedisBroker>, count: usize) {
         let id = ScheduleId::new(format!("s{i}")).unwrap();
         records.push(rest[0].set_schedule_paused(&q, &id, true).await.unwrap());
     }
-    drain(&rest[0], &q, 300, &mut seen).await;
+    drain(&rest[0], &q, 1_000, &mut seen).await;
     for record in records {
         let times = seen.get(record.id.as_str()).cloned().unwrap_or_default();
         let start_at = record.definition.start_at;
