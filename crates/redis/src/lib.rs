@@ -16,7 +16,8 @@
 //! - `batch`, `batched`: per-shard lanes that let this node's concurrent
 //!   acks and lease calls share one function call; `ack_many`.
 //! - `pipeline`: `Broker::pipeline` as runs of batched calls.
-//! - `schedules`: recurring schedules (records, compare-and-set, firing).
+//! - `schedules`, `fire`: recurring schedules: the calls (records and
+//!   their compare-and-set), and firing due cursors.
 //! - `record`: decoding script replies into core types.
 //! - `keys`: key names, hash tags and the shard of a message id.
 //! - `wake`: node-local wake-ups: waiting lease calls and per-shard timers.
@@ -56,6 +57,7 @@ mod broker;
 pub mod config;
 mod conn;
 mod consume;
+mod fire;
 mod keys;
 mod messages;
 mod pipeline;
