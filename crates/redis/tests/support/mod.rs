@@ -289,6 +289,7 @@ pub fn config(urls: Vec<String>, shards: u32, prefix: &str) -> RedisConfig {
         key_prefix: prefix.to_owned(),
         clock: Arc::new(SystemClock),
         tls_ca: None,
+        virtual_time: false,
     }
 }
 
