@@ -302,6 +302,9 @@ pub struct Schedule {
     pub paused: bool,
     /// Increases with each change (replace, pause, resume).
     pub revision: u64,
+    /// When the schedule was created or last changed (replace, pause,
+    /// resume); fire times before it are never enqueued.
+    pub updated_at: u64,
     /// Fire times enqueued so far (manual triggers and skipped or missed
     /// fire times do not count).
     pub fires: u64,
@@ -397,7 +400,8 @@ mod tests {
             "id": "s", "queue": "q", "every_ms": 1000, "start_at": 0, "end_at": null,
             "max_fires": null, "message": {"payload_base64": "/wA=", "priority": 1024,
             "headers": {}}, "catchup": "newer_mode", "catchup_window_ms": 1,
-            "overlap": "allow", "jitter_ms": 0, "paused": false, "revision": 1, "fires": 0,
+            "overlap": "allow", "jitter_ms": 0, "paused": false, "revision": 1, "updated_at": 0,
+            "fires": 0,
             "last_fire_at": null, "next_fire_at": 0, "next_fires": [0], "added_later": 1
         }))
         .unwrap();

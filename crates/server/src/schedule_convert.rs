@@ -160,6 +160,7 @@ pub fn schedule(record: ScheduleRecord) -> api::Schedule {
         jitter_ms: definition.jitter_ms,
         paused: definition.paused,
         revision: record.revision,
+        updated_at: record.since,
         fires: record.fires,
         last_fire_at: record.last_fire_at,
         next_fire_at: record.next_fire_at,
