@@ -10,8 +10,13 @@
 use std::collections::BTreeMap;
 
 use crate::error::{BrokerError, BrokerResult};
-use crate::message::{Delivery, Message, MessageState};
-use crate::model::{LeaseId, MessageId, QueueConfig, QueueInfo, QueueName, QueueStats};
+use crate::message::{
+    Delivery, EnqueueOutcome, EnqueueRequest, Message, MessageCounters, MessageState,
+};
+use crate::model::{
+    LeaseId, MessageId, QueueConfig, QueueInfo, QueueName, QueueStats, DEFAULT_PRIORITY,
+};
+use crate::recurring::{ScheduleId, ScheduleRecord};
 
 /// Priorities below this count as urgent in [`QueueStats::ready_urgent`].
 const URGENT_BELOW: u32 = 1024;
@@ -50,6 +55,8 @@ pub(crate) struct State {
     pub queues: BTreeMap<QueueName, QueueState>,
     /// Keyed by (queue, id): an id is unique within its queue only.
     pub messages: BTreeMap<(QueueName, MessageId), Stored>,
+    /// Keyed by (queue, schedule id), so a queue's schedules list by id.
+    pub schedules: BTreeMap<(QueueName, ScheduleId), ScheduleRecord>,
     /// The last `seq` handed out (0: none yet).
     pub last_seq: u64,
     /// Queues created so far (the last [`QueueState::incarnation`]).
@@ -67,7 +74,9 @@ impl State {
 
     /// Applies everything that time alone causes up to `now`: expired
     /// leases fail their attempt, due messages become ready (and, after a
-    /// clock step back, ready ones scheduled again), timed pauses end. Returns whether anything changed (waiters should look again).
+    /// clock step back, ready ones scheduled again), timed pauses end, due
+    /// schedules fire. Returns whether anything changed (waiters should
+    /// look again).
     pub fn settle(&mut self, now: u64) -> bool {
         let mut changed = false;
         for queue in self.queues.values_mut() {
@@ -82,7 +91,105 @@ impl State {
         for key in keys {
             changed |= self.settle_one(&key, now);
         }
+        // After the messages, so a lease that expired before `now` no
+        // longer blocks an `overlap: skip` fire.
+        let due: Vec<_> = self
+            .schedules
+            .iter()
+            .filter(|(_, record)| record.is_due(now))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in due {
+            changed |= self.fire(&key, now);
+        }
         changed
+    }
+
+    /// Fires the schedule `key` up to `now`, as every backend does: plan,
+    /// enqueue each planned fire time, store the advanced record, and again
+    /// while the cursor is still due (a plan is bounded).
+    fn fire(&mut self, key: &(QueueName, ScheduleId), now: u64) -> bool {
+        let mut changed = false;
+        while let Some(record) = self.schedules.get(key).filter(|r| r.is_due(now)) {
+            let record = record.clone();
+            let previous_live = record.previous_message().is_some_and(|id| {
+                self.messages
+                    .get(&(key.0.clone(), id))
+                    .is_some_and(|s| s.msg.state != MessageState::Dead)
+            });
+            let plan = record.plan(now, previous_live);
+            for &t in &plan.fires {
+                // A fire is a normal enqueue: an id still live adds nothing.
+                let fired = self.enqueue(&key.0, record.fire_request(t), now);
+                debug_assert!(fired.is_ok(), "fire {t} of {record:?}: {fired:?}");
+            }
+            let next = record.apply(&plan);
+            if next == record {
+                // Nothing moved; planning again would loop forever.
+                break;
+            }
+            changed = true;
+            self.schedules.insert(key.clone(), next);
+        }
+        changed
+    }
+
+    /// Enqueues one message into `queue` (which exists): `created: false`
+    /// and no change when its id is live there.
+    pub fn enqueue(
+        &mut self,
+        queue: &QueueName,
+        request: EnqueueRequest,
+        now: u64,
+    ) -> BrokerResult<EnqueueOutcome> {
+        request.validate()?;
+        let id = request.id.unwrap_or_else(MessageId::generate);
+        if let Some(existing) = self.messages.get(&(queue.clone(), id.clone())) {
+            return Ok(EnqueueOutcome {
+                id,
+                seq: existing.msg.seq,
+                deliver_at: existing.msg.deliver_at,
+                created: false,
+            });
+        }
+        let seq = self.next_seq();
+        let deliver_at = request.schedule.deliver_at(now);
+        let msg = Message {
+            queue: queue.clone(),
+            id: id.clone(),
+            seq,
+            state: waiting_state(deliver_at, now),
+            deliver_at,
+            enqueued_at: now,
+            priority: request.priority.unwrap_or(DEFAULT_PRIORITY),
+            attempts: 0,
+            max_attempts: request.max_attempts,
+            lease_ms: request.lease_ms,
+            lease_until: None,
+            died_at: None,
+            counters: MessageCounters::default(),
+            headers: request.headers,
+            payload: request.payload,
+        };
+        let key = (queue.clone(), id.clone());
+        self.messages.insert(key, Stored { msg, lease: None });
+        Ok(EnqueueOutcome {
+            id,
+            seq,
+            deliver_at,
+            created: true,
+        })
+    }
+
+    /// The schedule `id` of `queue`, or the error api.md prescribes.
+    pub fn schedule(&self, queue: &QueueName, id: &ScheduleId) -> BrokerResult<&ScheduleRecord> {
+        self.config(queue)?;
+        self.schedules
+            .get(&(queue.clone(), id.clone()))
+            .ok_or_else(|| BrokerError::ScheduleNotFound {
+                queue: queue.clone(),
+                id: id.clone(),
+            })
     }
 
     fn settle_one(&mut self, key: &(QueueName, MessageId), now: u64) -> bool {
@@ -165,6 +272,15 @@ impl State {
                 }
                 MessageState::Dead => {}
             }
+        }
+        for ((queue, id), record) in &self.schedules {
+            let ctx = format!("schedule {queue}/{id} at {now}: {record:?}");
+            debug_assert!(self.queues.contains_key(queue), "orphan {ctx}");
+            debug_assert!(!record.is_due(now), "not fired {ctx}");
+            debug_assert!(
+                !record.definition.paused || record.next_fire_at.is_none(),
+                "paused with a cursor {ctx}"
+            );
         }
     }
 
@@ -261,7 +377,8 @@ impl State {
     }
 
     /// The earliest future wall time at which something in `queues` can
-    /// change by itself (a message due, a lease expiring, a pause ending).
+    /// change by itself (a message due, a lease expiring, a pause ending, a
+    /// schedule firing).
     pub fn next_event(&self, queues: &[QueueName], now: u64) -> Option<u64> {
         let messages = self
             .messages
@@ -276,7 +393,16 @@ impl State {
             .iter()
             .filter_map(|q| self.queues.get(q))
             .filter_map(|q| q.pause.flatten());
-        messages.chain(pauses).filter(|t| *t > now).min()
+        let fires = self
+            .schedules
+            .iter()
+            .filter(|((q, _), _)| queues.contains(q))
+            .filter_map(|(_, record)| record.next_fire_at);
+        messages
+            .chain(pauses)
+            .chain(fires)
+            .filter(|t| *t > now)
+            .min()
     }
 }
 
