@@ -3,7 +3,8 @@
 //!
 //! # Layout
 //! - [`model`]: [`ModelBroker`], the simple in-memory reference broker.
-//! - `state`: the model's state and its synchronous transitions.
+//! - `state`: the model's state and its synchronous transitions;
+//!   `firing`: how it fires schedules on time without timers.
 //! - [`cases`]: the conformance cases, one `pub async fn` per rule.
 //! - [`support`]: helpers the cases share (unique queue names, terse
 //!   calls, time bounds, the per-case runtime).
@@ -33,6 +34,7 @@
 //! waiting and no timing bound depends on the machine's load.
 
 pub mod cases;
+mod firing;
 pub mod model;
 mod state;
 pub mod support;
@@ -179,6 +181,8 @@ macro_rules! conformance_tests_schedules {
             schedule_end_at_and_max_fires,
             schedule_overlap_skip,
             schedule_jitter,
+            schedule_start_in_the_past,
+            schedule_fires_into_paused_queue,
         );
     };
     (@wall ($($how:tt)+)) => {

@@ -62,7 +62,7 @@ impl ModelBroker {
         let mut state = self.lock();
         state.check_open()?;
         let now = self.clock.now_ms();
-        if state.settle(now) {
+        if state.settle(now, Instant::now()) {
             self.changed.notify_waiters();
         }
         state.debug_check(now);
@@ -91,7 +91,7 @@ impl ModelBroker {
             return Ok(Ok(Vec::new()));
         }
         let now = self.clock.now_ms();
-        if guard.settle(now) {
+        if guard.settle(now, Instant::now()) {
             self.changed.notify_waiters();
         }
         let state = &mut *guard;

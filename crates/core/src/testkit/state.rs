@@ -7,7 +7,9 @@
 //! *is* ready, and [`State::settle`] re-derives that (and applies expired
 //! leases) at the start of every call. Slow, but obviously right.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use tokio::time::Instant;
 
 use crate::error::{BrokerError, BrokerResult};
 use crate::message::{
@@ -57,6 +59,9 @@ pub(crate) struct State {
     pub messages: BTreeMap<(QueueName, MessageId), Stored>,
     /// Keyed by (queue, schedule id), so a queue's schedules list by id.
     pub schedules: BTreeMap<(QueueName, ScheduleId), ScheduleRecord>,
+    /// Wall and tokio time of the last settle, to tell a wall-clock jump
+    /// from time passing.
+    pub settled: Option<(u64, Instant)>,
     /// The last `seq` handed out (0: none yet).
     pub last_seq: u64,
     /// Queues created so far (the last [`QueueState::incarnation`]).
@@ -72,12 +77,15 @@ impl State {
         Ok(())
     }
 
-    /// Applies everything that time alone causes up to `now`: expired
-    /// leases fail their attempt, due messages become ready (and, after a
-    /// clock step back, ready ones scheduled again), timed pauses end, due
-    /// schedules fire. Returns whether anything changed (waiters should
-    /// look again).
-    pub fn settle(&mut self, now: u64) -> bool {
+    /// Applies everything that time alone causes up to wall time `now`
+    /// (`mono`: tokio's time now): expired leases fail their attempt, due
+    /// schedules fire, due messages become ready (and, after a clock step
+    /// back, ready ones scheduled again), timed pauses end. Expiries and
+    /// fires are applied in the order they happened (see
+    /// [`State::fire_moment`]). Returns whether anything changed (waiters
+    /// should look again).
+    pub fn settle(&mut self, now: u64, mono: Instant) -> bool {
+        let behind = self.wall_jump(now, mono);
         let mut changed = false;
         for queue in self.queues.values_mut() {
             if let Some(Some(until)) = queue.pause {
@@ -87,51 +95,57 @@ impl State {
                 }
             }
         }
+        // Schedules fired in this call: their cursor was set after the jump.
+        let mut rearmed = BTreeSet::new();
+        loop {
+            let expiry = self.first_expiry(now);
+            let fire = self.first_fire(now, behind, &rearmed);
+            match (expiry, fire) {
+                (Some((until, key)), fire) if fire.as_ref().is_none_or(|f| until <= f.0) => {
+                    self.settle_one(&key, now);
+                }
+                (_, Some((moment, key))) => {
+                    if !self.fire_step(&key, moment) {
+                        debug_assert!(false, "schedule {key:?} due but does not advance");
+                        break;
+                    }
+                    rearmed.insert(key);
+                }
+                // Nothing expired and nothing due (the guard covers the
+                // rest).
+                _ => break,
+            }
+            changed = true;
+        }
         let keys: Vec<_> = self.messages.keys().cloned().collect();
         for key in keys {
             changed |= self.settle_one(&key, now);
         }
-        // After the messages, so a lease that expired before `now` no
-        // longer blocks an `overlap: skip` fire.
-        let due: Vec<_> = self
-            .schedules
-            .iter()
-            .filter(|(_, record)| record.is_due(now))
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in due {
-            changed |= self.fire(&key, now);
-        }
         changed
     }
 
-    /// Fires the schedule `key` up to `now`, as every backend does: plan,
-    /// enqueue each planned fire time, store the advanced record, and again
-    /// while the cursor is still due (a plan is bounded).
-    fn fire(&mut self, key: &(QueueName, ScheduleId), now: u64) -> bool {
-        let mut changed = false;
-        while let Some(record) = self.schedules.get(key).filter(|r| r.is_due(now)) {
-            let record = record.clone();
-            let previous_live = record.previous_message().is_some_and(|id| {
-                self.messages
-                    .get(&(key.0.clone(), id))
-                    .is_some_and(|s| s.msg.state != MessageState::Dead)
-            });
-            let plan = record.plan(now, previous_live);
-            for &t in &plan.fires {
-                // A fire is a normal enqueue: an id still live adds nothing.
-                let fired = self.enqueue(&key.0, record.fire_request(t), now);
-                debug_assert!(fired.is_ok(), "fire {t} of {record:?}: {fired:?}");
+    /// How far the wall clock jumped forward since the last settle, beyond
+    /// the time that passed (0 without a jump); records this settle.
+    fn wall_jump(&mut self, now: u64, mono: Instant) -> u64 {
+        let jump = match self.settled {
+            Some((wall, at)) => {
+                let passed = mono.saturating_duration_since(at).as_millis() as u64;
+                now.saturating_sub(wall).saturating_sub(passed)
             }
-            let next = record.apply(&plan);
-            if next == record {
-                // Nothing moved; planning again would loop forever.
-                break;
-            }
-            changed = true;
-            self.schedules.insert(key.clone(), next);
-        }
-        changed
+            None => 0,
+        };
+        self.settled = Some((now, mono));
+        jump
+    }
+
+    /// The leased message whose lease expired first (at or before `now`).
+    fn first_expiry(&self, now: u64) -> Option<(u64, (QueueName, MessageId))> {
+        self.messages
+            .iter()
+            .filter(|(_, s)| s.msg.state == MessageState::Leased)
+            .filter_map(|(key, s)| s.msg.lease_until.map(|until| (until, key.clone())))
+            .filter(|(until, _)| *until <= now)
+            .min()
     }
 
     /// Enqueues one message into `queue` (which exists): `created: false`

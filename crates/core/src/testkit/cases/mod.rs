@@ -14,6 +14,7 @@ mod extended;
 mod ids;
 mod lifecycle;
 mod queues;
+mod schedule_support;
 mod schedules;
 mod schedules_wall;
 mod scheduling;

@@ -1,210 +1,18 @@
 //! Recurring schedules (api.md, "Schedules" and "Precise rules >
-//! Schedules"), through the `Broker` trait only: the cases here run on real
+//! Schedules"), through the `Broker` trait only. These cases run on real
 //! time and on virtual time; those that move the wall clock are in
-//! `schedules_wall`. The helpers check, for every fired message leased,
-//! its id `<schedule id>:<t>`, its headers, and that it was not leased
-//! before its `deliver_at`, which is not before its fire time `t`.
+//! `schedules_wall`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::broker::{Broker, Upsert};
-use crate::error::BrokerError;
-use crate::message::{Delivery, EnqueueOptions, LeaseRequest, MessageState, Nack};
-use crate::model::QueueName;
-use crate::recurring::{
-    jitter, Catchup, MessageTemplate, Overlap, Recurrence, ScheduleDefinition, ScheduleId,
-    ScheduleRecord, DEFAULT_CATCHUP_WINDOW_MS, HEADER_SCHEDULE, HEADER_SCHEDULED_FOR,
+use super::schedule_support::{
+    assert_schedule_not_found, check_fired, collect_count, collect_until, cron, every,
+    get_schedule, lease_fired, lease_fired_max, put_schedule, sid, tick_until, times_of, Fired,
 };
+use crate::broker::{Broker, Upsert};
+use crate::message::{EnqueueOptions, MessageState, Nack};
+use crate::recurring::{jitter, Overlap, HEADER_SCHEDULE, HEADER_SCHEDULED_FOR};
 use crate::testkit::support::{self as s, SLACK_MS};
-
-/// The lease length the helpers ask for, so a delivery's lease moment is
-/// exactly `lease_until - LEASE_MS`.
-pub(super) const LEASE_MS: u64 = 30_000;
-
-/// Longest single lease wait the helpers use (api.md's `wait_ms` maximum).
-const MAX_WAIT_MS: u64 = 60_000;
-
-pub(super) fn sid(id: &str) -> ScheduleId {
-    ScheduleId::new(id).unwrap_or_else(|e| panic!("bad test schedule id {id:?}: {e}"))
-}
-
-/// A definition with api.md's defaults and a small template (payload
-/// `tick`, header `kind: test`).
-pub(super) fn definition(recurrence: Recurrence, start_at: u64) -> ScheduleDefinition {
-    ScheduleDefinition {
-        recurrence,
-        start_at,
-        end_at: None,
-        max_fires: None,
-        message: MessageTemplate {
-            payload: b"tick".to_vec(),
-            priority: None,
-            headers: BTreeMap::from([("kind".to_string(), "test".to_string())]),
-            max_attempts: None,
-        },
-        catchup: Catchup::Latest,
-        catchup_window_ms: DEFAULT_CATCHUP_WINDOW_MS,
-        overlap: Overlap::Allow,
-        jitter_ms: 0,
-        paused: false,
-    }
-}
-
-pub(super) fn every(every_ms: u64, start_at: u64) -> ScheduleDefinition {
-    definition(Recurrence::Every { every_ms }, start_at)
-}
-
-pub(super) fn cron(expr: &str, tz: &str, start_at: u64) -> ScheduleDefinition {
-    let recurrence = Recurrence::Cron {
-        expr: expr.into(),
-        tz: tz.into(),
-    };
-    definition(recurrence, start_at)
-}
-
-/// `put_schedule` with the default options, panicking on an error.
-pub(super) async fn put_schedule(
-    b: &Arc<dyn Broker>,
-    q: &QueueName,
-    id: &ScheduleId,
-    def: ScheduleDefinition,
-) -> (Upsert, ScheduleRecord) {
-    let put = b.put_schedule(q, id, def, EnqueueOptions::default()).await;
-    s::must(put, "put_schedule")
-}
-
-pub(super) async fn get_schedule(
-    b: &Arc<dyn Broker>,
-    q: &QueueName,
-    id: &ScheduleId,
-) -> ScheduleRecord {
-    s::must(b.get_schedule(q, id).await, "get_schedule")
-}
-
-/// One leased message of a schedule: its fire time and the delivery.
-#[derive(Debug)]
-pub(super) struct Fired {
-    pub schedule: String,
-    pub t: u64,
-    pub delivery: Delivery,
-    /// When it was leased (exact: from `lease_until`).
-    pub leased_at: u64,
-}
-
-/// Checks a leased fired message against the fire rules and returns it
-/// with its fire time.
-pub(super) fn check_fired(d: Delivery) -> Fired {
-    let schedule = d
-        .headers
-        .get(HEADER_SCHEDULE)
-        .unwrap_or_else(|| panic!("fired message without {HEADER_SCHEDULE}: {d:?}"))
-        .clone();
-    let t: u64 = d
-        .headers
-        .get(HEADER_SCHEDULED_FOR)
-        .and_then(|t| t.parse().ok())
-        .unwrap_or_else(|| panic!("fired message without a numeric {HEADER_SCHEDULED_FOR}: {d:?}"));
-    assert_eq!(d.id.as_str(), format!("{schedule}:{t}"), "fired message id");
-    assert_eq!(d.headers.get("kind").map(String::as_str), Some("test"));
-    assert_eq!(d.payload, b"tick", "the template's payload");
-    assert!(
-        d.deliver_at >= t,
-        "deliver_at {} before fire time {t}",
-        d.deliver_at
-    );
-    let leased_at = d.lease_until - LEASE_MS;
-    assert!(
-        leased_at >= d.deliver_at,
-        "{} leased at {leased_at}, {} ms before its deliver_at",
-        d.id,
-        d.deliver_at - leased_at
-    );
-    Fired {
-        schedule,
-        t,
-        delivery: d,
-        leased_at,
-    }
-}
-
-/// Leases (and acks) every message of `q` until wall time `until`, checking
-/// each with [`check_fired`]; returns them in lease order.
-pub(super) async fn collect_until(b: &Arc<dyn Broker>, q: &QueueName, until: u64) -> Vec<Fired> {
-    let mut fired = Vec::new();
-    loop {
-        let now = s::now_ms();
-        if now >= until {
-            return fired;
-        }
-        let wait_ms = (until - now).min(MAX_WAIT_MS);
-        for d in lease_fired(b, q, wait_ms).await {
-            s::must(b.ack(q, &d.id, &d.lease_id).await, "ack fired message");
-            fired.push(check_fired(d));
-        }
-    }
-}
-
-/// Leases (and acks) messages of `q` until `count` came or `within_ms`
-/// passed; panics on too few.
-pub(super) async fn collect_count(
-    b: &Arc<dyn Broker>,
-    q: &QueueName,
-    count: usize,
-    within_ms: u64,
-) -> Vec<Fired> {
-    let deadline = s::now_ms() + within_ms;
-    let mut fired = Vec::new();
-    while fired.len() < count {
-        let now = s::now_ms();
-        assert!(
-            now < deadline,
-            "only {} of {count} fired messages within {within_ms} ms: {fired:?}",
-            fired.len()
-        );
-        let wait_ms = (deadline - now).min(MAX_WAIT_MS);
-        let max = (count - fired.len()) as u32;
-        for d in lease_fired_max(b, q, max, wait_ms).await {
-            s::must(b.ack(q, &d.id, &d.lease_id).await, "ack fired message");
-            fired.push(check_fired(d));
-        }
-    }
-    fired
-}
-
-async fn lease_fired(b: &Arc<dyn Broker>, q: &QueueName, wait_ms: u64) -> Vec<Delivery> {
-    lease_fired_max(b, q, 100, wait_ms).await
-}
-
-async fn lease_fired_max(
-    b: &Arc<dyn Broker>,
-    q: &QueueName,
-    max: u32,
-    wait_ms: u64,
-) -> Vec<Delivery> {
-    let request = LeaseRequest {
-        max,
-        wait_ms,
-        lease_ms: Some(LEASE_MS),
-    };
-    s::must(b.lease(std::slice::from_ref(q), request).await, "lease")
-}
-
-/// The fire times of `schedule` among `fired`, in lease order.
-pub(super) fn times_of(fired: &[Fired], schedule: &ScheduleId) -> Vec<u64> {
-    fired
-        .iter()
-        .filter(|f| f.schedule == schedule.as_str())
-        .map(|f| f.t)
-        .collect()
-}
-
-pub(super) fn assert_schedule_not_found<T: std::fmt::Debug>(r: Result<T, BrokerError>, what: &str) {
-    assert!(
-        matches!(r, Err(BrokerError::ScheduleNotFound { .. })),
-        "{what}: expected ScheduleNotFound, got {r:?}"
-    );
-}
 
 /// `every_ms` fires at `start_at + k * every_ms`, each message on time
 /// (within [`SLACK_MS`]) and never before; the record counts the fires.
@@ -215,10 +23,6 @@ pub async fn schedule_every_fires_on_time(b: Arc<dyn Broker>) {
     let (upsert, record) = put_schedule(&b, &q, &id, every(1_000, start_at)).await;
     assert_eq!(upsert, Upsert::Created);
     assert_eq!((record.fires, record.next_fire_at), (0, Some(start_at)));
-    assert!(
-        lease_fired(&b, &q, 0).await.is_empty(),
-        "fired before start_at"
-    );
     let fired = collect_count(&b, &q, 3, 3_000 + 3 * SLACK_MS).await;
     let times = times_of(&fired, &id);
     assert_eq!(times, [start_at, start_at + 1_000, start_at + 2_000]);
@@ -341,7 +145,8 @@ pub async fn schedule_unknown_errors(b: Arc<dyn Broker>) {
 pub async fn schedule_trigger_is_not_a_fire(b: Arc<dyn Broker>) {
     let q = s::queue("schedule_trigger_is_not_a_fire", "q");
     let id = sid("trig");
-    let mut def = every(1_000, s::now_ms() + 3_600_000);
+    let start_at = s::now_ms() + 2_000;
+    let mut def = every(1_000, start_at);
     def.max_fires = Some(1);
     put_schedule(&b, &q, &id, def).await;
     let before = s::now_ms();
@@ -356,10 +161,11 @@ pub async fn schedule_trigger_is_not_a_fire(b: Arc<dyn Broker>) {
         .unwrap_or_else(|| panic!("trigger id {} is not <sid>:manual:<now>", out.id));
     assert!((before..=after).contains(&at), "trigger time {at} not now");
     assert_eq!(out.deliver_at, at, "a trigger delivers now");
-    let mut got = lease_fired(&b, &q, 0).await;
+    let mut got = lease_fired_max(&b, &q, 1, 0).await;
     assert_eq!(got.len(), 1, "the triggered message is ready: {got:?}");
     let d = got.remove(0);
     assert_eq!(d.id, out.id);
+    s::must(b.ack(&q, &d.id, &d.lease_id).await, "ack");
     assert_eq!(
         d.headers.get(HEADER_SCHEDULE).map(String::as_str),
         Some("trig")
@@ -369,7 +175,11 @@ pub async fn schedule_trigger_is_not_a_fire(b: Arc<dyn Broker>) {
     assert_eq!(d.headers.get("kind").map(String::as_str), Some("test"));
     let record = get_schedule(&b, &q, &id).await;
     assert_eq!((record.fires, record.last_fire_at), (0, None), "not a fire");
-    assert_eq!(record.next_fire_at, Some(record.definition.start_at));
+    // Nor does it count against max_fires 1: the one fire still comes.
+    let fired = collect_count(&b, &q, 1, 2_000 + SLACK_MS).await;
+    assert_eq!(fired[0].t, start_at);
+    let record = get_schedule(&b, &q, &id).await;
+    assert_eq!((record.fires, record.next_fire_at), (1, None), "{record:?}");
 }
 
 /// Deleting a schedule keeps the messages it enqueued and stops it; a
@@ -561,10 +371,54 @@ pub async fn schedule_jitter(b: Arc<dyn Broker>) {
     }
 }
 
-/// Sleeps (on the case's time) until wall time `t`.
-pub(super) async fn tick_until(t: u64) {
-    let now = s::now_ms();
-    if now < t {
-        tokio::time::sleep(std::time::Duration::from_millis(t - now)).await;
-    }
+/// Fire times before the schedule's creation are never enqueued, even
+/// with `start_at` in the past and `catchup: all`.
+pub async fn schedule_start_in_the_past(b: Arc<dyn Broker>) {
+    let q = s::queue("schedule_start_in_the_past", "q");
+    let id = sid("late");
+    let created_at = s::now_ms();
+    let start_at = created_at - 5_500;
+    let mut def = every(1_000, start_at);
+    def.catchup = crate::recurring::Catchup::All;
+    let (_, record) = put_schedule(&b, &q, &id, def).await;
+    let next = record.next_fire_at.expect("a cursor");
+    assert!(
+        next >= created_at,
+        "cursor {next} before creation {created_at}"
+    );
+    assert_eq!(
+        (next - start_at) % 1_000,
+        0,
+        "cursor {next} not a fire time"
+    );
+    let fired = collect_count(&b, &q, 2, 2_000 + 2 * SLACK_MS).await;
+    let times = times_of(&fired, &id);
+    assert!(
+        times[0] >= created_at,
+        "fired {times:?} from before creation"
+    );
+    assert_eq!(times[1], times[0] + 1_000, "{times:?}");
+}
+
+/// Pausing the queue does not pause its schedules: fired messages wait in
+/// the paused queue and are leased after it resumes.
+pub async fn schedule_fires_into_paused_queue(b: Arc<dyn Broker>) {
+    let q = s::queue("schedule_fires_into_paused_queue", "q");
+    s::make_queue(&b, &q, 10).await;
+    s::must(b.pause(&q, None).await, "pause");
+    let id = sid("s");
+    let start_at = s::now_ms() + 200;
+    put_schedule(&b, &q, &id, every(1_000, start_at)).await;
+    tick_until(start_at + 1_000 + SLACK_MS).await;
+    assert!(
+        lease_fired(&b, &q, 0).await.is_empty(),
+        "a paused queue leased"
+    );
+    let info = s::must(b.get_queue(&q).await, "get_queue");
+    assert!(info.stats.ready >= 2, "fires wait in the queue: {info:?}");
+    let record = get_schedule(&b, &q, &id).await;
+    assert!(!record.definition.paused && record.fires >= 2, "{record:?}");
+    s::must(b.resume(&q).await, "resume");
+    let fired = collect_count(&b, &q, 2, SLACK_MS).await;
+    assert_eq!(times_of(&fired, &id), [start_at, start_at + 1_000]);
 }

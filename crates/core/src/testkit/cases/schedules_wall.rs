@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use chrono::DateTime;
 
-use super::schedules::{
+use super::schedule_support::{
     collect_until, cron, every, get_schedule, put_schedule, sid, tick_until, times_of,
 };
 use crate::broker::Broker;
@@ -278,7 +278,7 @@ async fn jump_past_fires(
     b: &Arc<dyn Broker>,
     q: &crate::QueueName,
     schedules: &[(&str, Catchup, u64)],
-) -> (u64, Vec<super::schedules::Fired>) {
+) -> (u64, Vec<super::schedule_support::Fired>) {
     let created = s::now_ms();
     let first = created + 60_000;
     for &(id, catchup, window) in schedules {
