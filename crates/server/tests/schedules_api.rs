@@ -216,3 +216,21 @@ async fn metrics_show_the_tz_database_version() {
     assert!(text.contains(&line), "{text}");
     s.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn message_defaults_to_an_empty_payload() {
+    let s = common::start_default().await;
+    let r = s
+        .call(
+            "PUT",
+            "/v1/queues/q/schedules/tick",
+            Some(json!({"every_ms": 60000})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(
+        r.body["message"],
+        json!({"payload": "", "priority": 1024, "headers": {}})
+    );
+    s.stop().await.unwrap();
+}
