@@ -131,9 +131,9 @@ impl ScheduleMessageBody {
 }
 
 /// `PUT /v1/queues/{queue}/schedules/{id}`: exactly one of `cron` and
-/// `every_ms`; every other field takes its default when left out (`message`:
-/// an empty payload) (`start_at`: the creating request's time, or the current one on
-/// a replace).
+/// `every_ms`; every other field takes its default when left out
+/// (`message`: an empty payload; `start_at`: the time of the creating
+/// request, or the current one on a replace).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
@@ -277,7 +277,7 @@ pub struct ScheduleMessage {
 /// The schedule object (`PUT`, `GET`, pause, resume, the list): the
 /// definition with its defaults filled in, and where the schedule stands.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = ScheduleDto))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Schedule {
     pub id: String,
     pub queue: String,
