@@ -50,8 +50,6 @@
 //! # });
 //! ```
 
-#![forbid(unsafe_code)]
-
 mod inspect;
 mod jobs;
 mod pipeline;

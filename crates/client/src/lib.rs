@@ -33,8 +33,6 @@
 //! # }
 //! ```
 
-#![forbid(unsafe_code)]
-
 #[cfg(feature = "broker")]
 mod broker;
 pub mod client;

@@ -58,8 +58,6 @@
 //! # }
 //! ```
 
-#![forbid(unsafe_code)]
-
 pub mod broker;
 pub mod clock;
 pub mod error;

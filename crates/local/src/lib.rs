@@ -65,8 +65,6 @@
 //! # });
 //! ```
 
-#![forbid(unsafe_code)]
-
 mod api;
 mod broker;
 pub mod check;

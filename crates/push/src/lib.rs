@@ -47,8 +47,6 @@
 //! # });
 //! ```
 
-#![forbid(unsafe_code)]
-
 mod deliver;
 pub mod dispatcher;
 pub mod metric;

@@ -47,8 +47,6 @@
 //! # }
 //! ```
 
-#![forbid(unsafe_code)]
-
 mod batch;
 mod batched;
 mod broker;

@@ -9,8 +9,6 @@
 //! `C <id>` (cancelled).
 //! Usage: `delayd-local-crashchild <data-dir> <id-prefix>`.
 
-#![forbid(unsafe_code)]
-
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::Arc;
