@@ -32,6 +32,7 @@
 
 pub mod cases;
 pub mod model;
+pub mod net;
 mod state;
 pub mod support;
 

@@ -94,7 +94,7 @@ async fn delivery_lost_with_its_dispatcher_is_redelivered_after_the_lease() {
         "{:?}",
         again.at - lost.at
     );
-    eventually(Duration::from_secs(5), "acked", || async {
+    eventually(5_000, "acked", || async {
         broker.get(&q("c"), &id("m")).await.is_err()
     })
     .await;
