@@ -19,30 +19,10 @@ use tokio::task::JoinSet;
 
 use crate::jobs::Interrupt;
 use crate::pipeline::{Segment, Waiting};
-use crate::proto::{Decoder, Frame, DEFAULT_MAX_JOB_SIZE};
-use crate::session::{Flow, Session};
+use crate::proto::{Decoder, Frame};
+use crate::session::Flow;
+use crate::shared::{BeanstalkConfig, Session, Shared};
 use crate::stats::{Counters, CONNECTIONS, CONNECTIONS_REFUSED_TOTAL, MAX_CONNECTIONS};
-
-/// Listener settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BeanstalkConfig {
-    /// Largest job body accepted, in bytes (beanstalkd's `-z`); larger
-    /// `put`s get `JOB_TOO_BIG`.
-    pub max_job_size: usize,
-    /// Open connections beyond this are closed as soon as accepted. Idle
-    /// connections are never closed to make room: beanstalkd workers keep
-    /// theirs open on purpose (a `reserve` may wait for hours).
-    pub max_connections: usize,
-}
-
-impl Default for BeanstalkConfig {
-    fn default() -> Self {
-        Self {
-            max_job_size: DEFAULT_MAX_JOB_SIZE,
-            max_connections: 10_000,
-        }
-    }
-}
 
 /// Replies are flushed once this much is pending, so a client pipelining
 /// many `peek`s of large jobs cannot make the server buffer them all.
@@ -50,22 +30,6 @@ const FLUSH_AT: usize = 64 * 1024;
 
 /// Most pipelined commands run as one broker call.
 const MAX_SEGMENT: usize = 512;
-
-/// State every connection shares.
-pub(crate) struct Shared {
-    pub broker: Arc<dyn Broker>,
-    pub clock: Arc<dyn Clock>,
-    pub config: BeanstalkConfig,
-    pub default_tube: QueueName,
-    pub tubes: crate::tubes::Tubes,
-    pub counters: Counters,
-    pub draining: AtomicBool,
-    pub started: Instant,
-    /// beanstalkd's `id`: random per process start.
-    pub instance_id: String,
-    pub hostname: String,
-    pub os: String,
-}
 
 /// A bound beanstalkd listener. Bind, take a [`BeanstalkHandle`] if drain
 /// mode is wanted (SIGUSR1), then [`run`](Self::run) it, usually spawned.
@@ -403,7 +367,6 @@ impl Connection {
         match self.session.execute(command, &mut self.output).await {
             Flow::Continue => Ok(true),
             Flow::Quit => Ok(false),
-            Flow::Reserve(timeout) => self.reserve(timeout, 1).await,
         }
     }
 

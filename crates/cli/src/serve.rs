@@ -157,12 +157,15 @@ async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn Broker>> {
         StoreConfig::Local {
             data_dir,
             durability,
+            horizon,
+            disk_reserve,
+            cache_size,
         } => {
             let mut local = delayd_local::LocalConfig::new(data_dir);
             local.durability = *durability;
-            local.disk_reserve = config.disk_reserve;
-            local.payload_cache_bytes = config.cache_size;
-            if let Some(horizon) = config.horizon {
+            local.disk_reserve = *disk_reserve;
+            local.payload_cache_bytes = *cache_size;
+            if let Some(horizon) = horizon {
                 local.horizon_ms = horizon.as_millis().try_into().unwrap_or(u64::MAX);
             }
             let broker = delayd_local::LocalBroker::open(local)

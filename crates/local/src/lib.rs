@@ -71,8 +71,6 @@
 //! # });
 //! ```
 
-#![forbid(unsafe_code)]
-
 mod api;
 mod broker;
 pub mod check;

@@ -58,8 +58,6 @@
 //! assert_eq!(response.status(), StatusCode::CREATED);
 //! ```
 
-#![forbid(unsafe_code)]
-
 mod auth;
 mod connection;
 mod convert;
