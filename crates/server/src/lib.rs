@@ -128,12 +128,16 @@ fn build(broker: Arc<dyn Broker>, options: ServerOptions) -> (Router, Arc<InFlig
     };
     // Layers run outside-in from the last added: trace, auth, error bodies,
     // panics, then (per route, where the route template is known) metrics, the
-    // Content-Length check and in-flight tracking.
+    // Content-Length check, in-flight tracking and panics again. The inner
+    // panic catcher makes a handler's panic an ordinary 500 that the metrics
+    // count and in-flight tracking sees end; the outer one covers the
+    // middleware outside the routes.
     // The dashboard's page and assets (/ui) need no token: all data they
     // show comes from /v1.
     let router = routes::router()
         .merge(delayd_ui::ui_router().with_state::<AppState>(()))
         .fallback(|| async { error::ApiError::from_status(axum::http::StatusCode::NOT_FOUND) })
+        .layer(tower_http::catch_panic::CatchPanicLayer::new())
         .layer(middleware::from_fn_with_state(
             in_flight.clone(),
             shutdown::track,
