@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use delayd_local::{Durability, LocalConfig};
 use delayd_server::{
-    ConnectionLimits, ServerOptions, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    ConnectionLimits, ServerOptions, DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
 };
 
 use crate::duration::{parse_duration, parse_size};
@@ -102,6 +103,15 @@ pub struct ServeArgs {
     /// long [default: 60s].
     #[arg(long, value_name = "DURATION")]
     pub http_idle_timeout: Option<String>,
+    /// Time a request body may take, plus a second per
+    /// `--http-body-min-rate` bytes received; slower bodies get 408 and
+    /// their connection closed [default: 20s].
+    #[arg(long, value_name = "DURATION")]
+    pub http_body_timeout: Option<String>,
+    /// Bytes per second of request body that each earn a second beyond
+    /// `--http-body-timeout`; 0: none do [default: 500].
+    #[arg(long, value_name = "BYTES")]
+    pub http_body_min_rate: Option<String>,
     /// PEM certificate chain: serve HTTPS (with `--tls-key`).
     #[arg(long, value_name = "FILE")]
     pub tls_cert: Option<PathBuf>,
@@ -220,6 +230,8 @@ const KEYS: &[&str] = &[
     "max_connections",
     "http_header_timeout",
     "http_idle_timeout",
+    "http_body_timeout",
+    "http_body_min_rate",
     "tls_cert",
     "tls_key",
     "config",
@@ -318,6 +330,8 @@ fn flag_layer(args: &ServeArgs) -> BTreeMap<&'static str, Vec<String>> {
     put("max_connections", args.max_connections.clone());
     put("http_header_timeout", args.http_header_timeout.clone());
     put("http_idle_timeout", args.http_idle_timeout.clone());
+    put("http_body_timeout", args.http_body_timeout.clone());
+    put("http_body_min_rate", args.http_body_min_rate.clone());
     let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
     put("tls_cert", path(&args.tls_cert));
     put("tls_key", path(&args.tls_key));
@@ -519,12 +533,28 @@ fn connections(layers: &Layers, beanstalk_on: bool) -> Result<Connections, Confi
         &seconds(DEFAULT_IDLE_TIMEOUT),
         positive,
     )?;
+    let body_timeout = layers.parse(
+        "http_body_timeout",
+        &seconds(DEFAULT_BODY_TIMEOUT),
+        positive,
+    )?;
+    let body_min_rate = layers.parse(
+        "http_body_min_rate",
+        &DEFAULT_BODY_MIN_RATE.to_string(),
+        |v| {
+            v.trim()
+                .parse::<u64>()
+                .map_err(|_| "expected a whole number of bytes per second".to_owned())
+        },
+    )?;
     let beanstalk = if beanstalk_on { budget / 2 } else { 0 };
     Ok(Connections {
         http: ConnectionLimits {
             max_connections: (budget - beanstalk).max(1),
             header_timeout,
             idle_timeout,
+            body_timeout,
+            body_min_rate,
         },
         beanstalk: beanstalk.max(1),
     })

@@ -313,3 +313,21 @@ fn tls_needs_both_files() {
     let msg = error(&[], &[("DELAYD_TLS_KEY", "k.pem")]);
     assert!(msg.contains("--tls-cert and --tls-key"), "{msg}");
 }
+
+#[test]
+fn body_timeout_and_minimum_rate() {
+    let c = ServeConfig::resolve(&args(&[]), env(&[])).unwrap();
+    assert_eq!(c.http_limits.body_timeout, Duration::from_secs(20));
+    assert_eq!(c.http_limits.body_min_rate, 500);
+    let c = ServeConfig::resolve(
+        &args(&["--http-body-timeout", "5s"]),
+        env(&[("DELAYD_HTTP_BODY_MIN_RATE", "0")]),
+    )
+    .unwrap();
+    assert_eq!(c.http_limits.body_timeout, Duration::from_secs(5));
+    assert_eq!(c.http_limits.body_min_rate, 0);
+    let msg = error(&["--http-body-min-rate", "fast"], &[]);
+    assert!(msg.contains("http_body_min_rate"), "{msg}");
+    let msg = error(&["--http-body-timeout", "0s"], &[]);
+    assert!(msg.contains("http_body_timeout"), "{msg}");
+}

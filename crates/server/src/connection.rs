@@ -27,6 +27,7 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tower::ServiceExt;
 
+use crate::body_deadline;
 use crate::listener::ConnectionLimits;
 
 /// Where a connection is between requests.
@@ -119,9 +120,9 @@ impl ConnState {
 
     /// When the connection times out in its current phase; `None` while busy.
     /// A busy connection has no time limit here: a lease call ends with its
-    /// `wait_ms`, but a client that sends its body slowly (or never reads a
-    /// large answer) holds the connection, and cannot be evicted, until it
-    /// goes away.
+    /// `wait_ms`, a body sent too slowly is cut by `body_deadline`, but a
+    /// client that never reads a large answer holds the connection, and
+    /// cannot be evicted, until it goes away.
     fn deadline(&self, limits: &ConnectionLimits) -> Option<Instant> {
         match *self.phase() {
             Phase::Idle { since, .. } => Some(since + limits.idle_timeout),
@@ -301,6 +302,7 @@ pub(crate) async fn serve<IO>(
     let requests = Arc::clone(&state);
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let guard = RequestGuard::begin(&requests);
+        let request = body_deadline::guard(request, &limits);
         let router = router.clone();
         async move {
             let Ok(response) = router.oneshot(request).await;

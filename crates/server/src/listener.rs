@@ -6,8 +6,8 @@
 //! idle keep-alive connections when it runs out: a flood of idle or
 //! slow-header connections then only ever displaces itself, and a client
 //! with a request to make is served. (A flood of requests with slowly sent
-//! bodies is busy, not idle, and is not displaced: there is no body
-//! timeout.) Only when every connection is busy
+//! bodies is busy, not idle, and is not displaced: the body deadline of
+//! `body_deadline` closes them instead.) Only when every connection is busy
 //! with a request does a new one get a quick `503` and close; refusing
 //! outright whenever full would let idle connections lock every client out
 //! until they time out.
@@ -39,6 +39,11 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default time a connection may sit with no request before it is closed.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default time a request body may take beyond what its size earns at the
+/// minimum rate (Apache's `RequestReadTimeout body=20,MinRate=500`).
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(20);
+/// Default bytes per second of request body that each earn a second more.
+pub const DEFAULT_BODY_MIN_RATE: u64 = 500;
 
 /// How long the accept loop waits for an evicted connection to free its
 /// slot before refusing the new one instead.
@@ -60,6 +65,12 @@ pub struct ConnectionLimits {
     /// A connection with no request in progress and no byte of the next one
     /// is closed after this long (this includes a new connection).
     pub idle_timeout: Duration,
+    /// A request body must arrive within this long from the end of its
+    /// head, plus a second per `body_min_rate` bytes received; slower ones
+    /// are answered 408 and their connection closed (see `body_deadline`).
+    pub body_timeout: Duration,
+    /// Bytes per second of body that earn a second more; 0: none do.
+    pub body_min_rate: u64,
 }
 
 impl Default for ConnectionLimits {
@@ -68,6 +79,8 @@ impl Default for ConnectionLimits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            body_min_rate: DEFAULT_BODY_MIN_RATE,
         }
     }
 }
