@@ -555,6 +555,7 @@ fn connections(layers: &Layers, beanstalk_on: bool) -> Result<Connections, Confi
             idle_timeout,
             body_timeout,
             body_min_rate,
+            ..ConnectionLimits::default()
         },
         beanstalk: beanstalk.max(1),
     })

@@ -44,6 +44,13 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(20);
 /// Default bytes per second of request body that each earn a second more.
 pub const DEFAULT_BODY_MIN_RATE: u64 = 500;
+/// Default most concurrent HTTP/2 streams (requests) on one connection: a
+/// connection holds one slot of the connection limit, so it should not
+/// carry hundreds of requests.
+pub const DEFAULT_HTTP2_MAX_STREAMS: u32 = 100;
+/// Default most requests a client may cancel (HTTP/2 RST_STREAM) on one
+/// connection within 10 seconds before the connection is closed.
+pub const DEFAULT_MAX_CANCELLED_REQUESTS: u32 = 200;
 
 /// How long the accept loop waits for an evicted connection to free its
 /// slot before refusing the new one instead.
@@ -71,6 +78,14 @@ pub struct ConnectionLimits {
     pub body_timeout: Duration,
     /// Bytes per second of body that earn a second more; 0: none do.
     pub body_min_rate: u64,
+    /// Most concurrent HTTP/2 streams on one connection (advertised in
+    /// SETTINGS_MAX_CONCURRENT_STREAMS).
+    pub http2_max_streams: u32,
+    /// Requests a client may cancel before their answer within 10 seconds
+    /// on one connection; one more closes the connection (the HTTP/2
+    /// "rapid reset" flood: each cancelled stream still cost a handler
+    /// start, and does not count against the concurrent streams).
+    pub max_cancelled_requests: u32,
 }
 
 impl Default for ConnectionLimits {
@@ -81,6 +96,8 @@ impl Default for ConnectionLimits {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             body_min_rate: DEFAULT_BODY_MIN_RATE,
+            http2_max_streams: DEFAULT_HTTP2_MAX_STREAMS,
+            max_cancelled_requests: DEFAULT_MAX_CANCELLED_REQUESTS,
         }
     }
 }
