@@ -145,6 +145,9 @@ pub struct ServeConfig {
     pub http_limits: ConnectionLimits,
     /// The beanstalkd listener's share of `--max-connections`.
     pub beanstalk_max_connections: usize,
+    /// `--max-connections`: both listeners' connections together never
+    /// exceed it (each share is at least 1, so a budget of 1 is shared).
+    pub max_connections: usize,
     /// `None`: plain HTTP.
     pub tls: Option<TlsFiles>,
 }
@@ -492,6 +495,7 @@ fn build(layers: &Layers) -> Result<ServeConfig, ConfigError> {
         cache_size,
         http_limits: connections.http,
         beanstalk_max_connections: connections.beanstalk,
+        max_connections: connections.budget,
         tls: tls_files(layers)?,
     })
 }
@@ -499,6 +503,7 @@ fn build(layers: &Layers) -> Result<ServeConfig, ConfigError> {
 struct Connections {
     http: ConnectionLimits,
     beanstalk: usize,
+    budget: usize,
 }
 
 /// `--max-connections` and the HTTP timeouts. The budget is split evenly
@@ -558,6 +563,7 @@ fn connections(layers: &Layers, beanstalk_on: bool) -> Result<Connections, Confi
             ..ConnectionLimits::default()
         },
         beanstalk: beanstalk.max(1),
+        budget,
     })
 }
 

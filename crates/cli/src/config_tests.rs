@@ -331,3 +331,17 @@ fn body_timeout_and_minimum_rate() {
     let msg = error(&["--http-body-timeout", "0s"], &[]);
     assert!(msg.contains("http_body_timeout"), "{msg}");
 }
+
+#[test]
+fn the_connection_budget_is_kept_whole() {
+    let c = ServeConfig::resolve(&args(&["--max-connections", "1"]), env(&[])).unwrap();
+    assert_eq!(c.max_connections, 1);
+    // Each listener may take the one connection; the shared budget in
+    // `serve` keeps the total at 1.
+    assert_eq!(
+        (c.http_limits.max_connections, c.beanstalk_max_connections),
+        (1, 1)
+    );
+    let c = ServeConfig::resolve(&args(&["--max-connections", "301"]), env(&[])).unwrap();
+    assert_eq!(c.max_connections, 301);
+}

@@ -108,6 +108,7 @@ pub struct HttpListener {
     tcp: TcpListener,
     limits: ConnectionLimits,
     tls: Option<TlsConfig>,
+    budget: Option<Arc<Semaphore>>,
 }
 
 impl From<TcpListener> for HttpListener {
@@ -116,6 +117,7 @@ impl From<TcpListener> for HttpListener {
             tcp,
             limits: ConnectionLimits::default(),
             tls: None,
+            budget: None,
         }
     }
 }
@@ -132,6 +134,15 @@ impl HttpListener {
         self
     }
 
+    /// Each connection also holds a permit of `budget`, a limit shared with
+    /// other listeners (`delayd serve`'s `--max-connections` over HTTP and
+    /// beanstalkd). When it is spent, the longest-idle HTTP connection is
+    /// closed as at this listener's own limit, else the new one gets 503.
+    pub fn with_shared_budget(mut self, budget: Arc<Semaphore>) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.tcp.local_addr()
     }
@@ -144,6 +155,43 @@ struct Shared {
     tls: Option<TlsConfig>,
     registry: Arc<Registry>,
     slots: Arc<Semaphore>,
+    /// The limit shared with other listeners, if any.
+    budget: Option<Arc<Semaphore>>,
+}
+
+/// A connection's place: one of the listener's slots, and a permit of the
+/// shared budget when there is one. Held until the connection closes.
+struct Slot {
+    _own: OwnedSemaphorePermit,
+    _shared: Option<OwnedSemaphorePermit>,
+}
+
+impl Shared {
+    fn try_slot(&self) -> Option<Slot> {
+        let own = Arc::clone(&self.slots).try_acquire_owned().ok()?;
+        let shared = match &self.budget {
+            Some(budget) => Some(Arc::clone(budget).try_acquire_owned().ok()?),
+            None => None,
+        };
+        Some(Slot {
+            _own: own,
+            _shared: shared,
+        })
+    }
+
+    /// Waits for a slot (the semaphores are never closed: `None` is only
+    /// for form).
+    async fn slot(&self) -> Option<Slot> {
+        let own = Arc::clone(&self.slots).acquire_owned().await.ok()?;
+        let shared = match &self.budget {
+            Some(budget) => Some(Arc::clone(budget).acquire_owned().await.ok()?),
+            None => None,
+        };
+        Some(Slot {
+            _own: own,
+            _shared: shared,
+        })
+    }
 }
 
 /// Serves `app` until `shutdown` resolves; then stops accepting, closes
@@ -155,13 +203,19 @@ pub async fn serve_http(
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let HttpListener { tcp, limits, tls } = listener.into();
+    let HttpListener {
+        tcp,
+        limits,
+        tls,
+        budget,
+    } = listener.into();
     let shared = Arc::new(Shared {
         router: app,
         limits,
         tls,
         registry: Arc::default(),
         slots: Arc::new(Semaphore::new(limits.max_connections)),
+        budget,
     });
     metrics::gauge!(HTTP_MAX_CONNECTIONS).set(limits.max_connections as f64);
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -205,14 +259,13 @@ async fn close_all(mut tasks: JoinSet<()>) {
 
 /// A slot for `stream`, evicting the longest-idle connection when full;
 /// `None` (the stream answered 503) when every connection is busy.
-async fn admit(shared: &Shared, stream: &TcpStream) -> Option<OwnedSemaphorePermit> {
-    if let Ok(slot) = Arc::clone(&shared.slots).try_acquire_owned() {
+async fn admit(shared: &Shared, stream: &TcpStream) -> Option<Slot> {
+    if let Some(slot) = shared.try_slot() {
         return Some(slot);
     }
     if shared.registry.evict_oldest() {
         metrics::counter!(HTTP_CONNECTIONS_EVICTED_TOTAL).increment(1);
-        let freed = Arc::clone(&shared.slots).acquire_owned();
-        if let Ok(Ok(slot)) = tokio::time::timeout(EVICTION_WAIT, freed).await {
+        if let Ok(Some(slot)) = tokio::time::timeout(EVICTION_WAIT, shared.slot()).await {
             return Some(slot);
         }
     }
@@ -245,12 +298,7 @@ fn refuse(stream: &TcpStream) {
 
 /// One connection's task: the TLS handshake if any, then HTTP. The slot is
 /// held until the connection is closed.
-async fn run(
-    stream: TcpStream,
-    slot: OwnedSemaphorePermit,
-    shared: Arc<Shared>,
-    stop: watch::Receiver<bool>,
-) {
+async fn run(stream: TcpStream, slot: Slot, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
     let _open = OpenConnection::count(slot);
     // Small JSON answers must not wait for Nagle's delayed ACK.
     let _ = stream.set_nodelay(true);
@@ -272,10 +320,10 @@ async fn run(
 }
 
 /// Counts an open connection in the gauge and holds its slot until drop.
-struct OpenConnection(#[expect(dead_code, reason = "held for its Drop")] OwnedSemaphorePermit);
+struct OpenConnection(#[expect(dead_code, reason = "held for its Drop")] Slot);
 
 impl OpenConnection {
-    fn count(slot: OwnedSemaphorePermit) -> Self {
+    fn count(slot: Slot) -> Self {
         metrics::gauge!(HTTP_CONNECTIONS).increment(1.0);
         Self(slot)
     }
