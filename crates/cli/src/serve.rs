@@ -126,6 +126,8 @@ async fn http_listener(
         max_connections = limits.max_connections,
         header_timeout = ?limits.header_timeout,
         idle_timeout = ?limits.idle_timeout,
+        body_timeout = ?limits.body_timeout,
+        body_min_rate = limits.body_min_rate,
         fd_limit = crate::fd_limit::soft_fd_limit(),
         "HTTP API listening"
     );

@@ -123,7 +123,7 @@ async fn a_rapid_reset_flood_is_cut_off() {
         "the connection survived {opened} cancelled requests"
     );
     assert!(
-        opened <= 2 * ALLOWED,
+        opened <= 4 * ALLOWED,
         "{opened} requests cancelled before the connection was closed"
     );
     let page = reqwest::get(format!("{}/metrics", server.base))
