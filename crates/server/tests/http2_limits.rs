@@ -2,7 +2,8 @@
 //! timeout (not the header timeout; pings and settings frames are not the
 //! start of a request), advertise the concurrent-stream limit, and a client
 //! that cancels requests faster than the limit allows (the 2023 "rapid
-//! reset" flood) is cut off. Alone in its binary: the metrics are
+//! reset" flood) is cut off, while no ordinary answer (HTTP/1 or 2, any
+//! body, HEAD) counts as cancelled. Alone in its binary: the metrics are
 //! process-wide.
 
 mod common;
@@ -138,4 +139,65 @@ async fn a_rapid_reset_flood_is_cut_off() {
             .ok()
     });
     assert_eq!(cut, Some(1.0), "{page}");
+}
+
+/// Routes with every kind of answer body (empty, small JSON, large JSON,
+/// text, static files), for the tests that no ordinary answer counts as
+/// a cancelled request.
+const PATHS: &[&str] = &[
+    "/healthz",
+    "/metrics",
+    "/openapi.json",
+    "/ui",
+    "/ui/",
+    "/v1/queues",
+    "/v1/queues/missing",
+    "/no/such/route",
+];
+
+#[tokio::test]
+async fn ordinary_http2_requests_are_not_counted_as_cancelled() {
+    let server = server(ConnectionLimits {
+        max_cancelled_requests: 2,
+        ..ConnectionLimits::default()
+    })
+    .await;
+    let (mut client, _ping, _connection) = connect(server.addr).await;
+    for round in 0..5 {
+        for path in PATHS {
+            let status = get(&mut client, path).await;
+            assert!(status.is_ok(), "round {round}, {path}: {status:?}");
+        }
+        let head = Request::head("http://test/healthz").body(()).unwrap();
+        let mut ready = client.clone().ready().await.unwrap();
+        let (response, _) = ready.send_request(head, true).unwrap();
+        assert_eq!(response.await.unwrap().status(), 200, "HEAD");
+    }
+}
+
+#[tokio::test]
+async fn ordinary_http1_requests_are_not_counted_as_cancelled() {
+    use tokio::io::AsyncWriteExt;
+    let server = server(ConnectionLimits {
+        max_cancelled_requests: 2,
+        ..ConnectionLimits::default()
+    })
+    .await;
+    let mut stream = TcpStream::connect(server.addr).await.unwrap();
+    for round in 0..5 {
+        for path in PATHS {
+            common::raw::send_get(&mut stream, path).await;
+            let answer = common::raw::read_response(&mut stream, Duration::from_secs(5)).await;
+            assert!(answer.is_some(), "round {round}, {path}: no answer");
+        }
+        let body = r#"{"payload": "x", "delay_ms": 60000}"#;
+        let post = format!(
+            "POST /v1/queues/orders/messages HTTP/1.1\r\nhost: t\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(post.as_bytes()).await.unwrap();
+        let answer = common::raw::read_response(&mut stream, Duration::from_secs(5)).await;
+        assert!(answer.is_some(), "round {round}: no answer to the POST");
+    }
 }
