@@ -14,7 +14,7 @@ use delayd_core::{Broker, Clock, QueueName, SystemClock};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::jobs::Interrupt;
@@ -37,6 +37,8 @@ pub struct BeanstalkServer {
     listener: TcpListener,
     local_addr: SocketAddr,
     shared: Arc<Shared>,
+    /// A connection limit shared with other listeners, if any.
+    budget: Option<Arc<Semaphore>>,
 }
 
 /// Controls a running server from elsewhere (signal handlers).
@@ -111,7 +113,17 @@ impl BeanstalkServer {
             listener,
             local_addr,
             shared,
+            budget: None,
         })
+    }
+
+    /// Each connection also holds a permit of `budget`, a limit shared with
+    /// other listeners (`delayd serve`'s `--max-connections` over HTTP and
+    /// beanstalkd); when it is spent a new connection is closed as at
+    /// `max_connections`.
+    pub fn with_shared_budget(mut self, budget: Arc<Semaphore>) -> Self {
+        self.budget = Some(budget);
+        self
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -160,7 +172,12 @@ impl BeanstalkServer {
     fn admit(&self, stream: TcpStream, set: &mut JoinSet<()>, stop: watch::Receiver<bool>) {
         let counters = &self.shared.counters;
         let open = counters.current_connections.load(Ordering::SeqCst);
-        if open >= self.shared.config.max_connections as u64 {
+        let budget = self
+            .budget
+            .as_ref()
+            .map(|budget| Arc::clone(budget).try_acquire_owned());
+        let over_budget = matches!(budget, Some(Err(_)));
+        if open >= self.shared.config.max_connections as u64 || over_budget {
             metrics::counter!(CONNECTIONS_REFUSED_TOTAL).increment(1);
             drop(stream);
             return;
@@ -171,6 +188,8 @@ impl BeanstalkServer {
         let _ = stream.set_nodelay(true);
         let shared = Arc::clone(&self.shared);
         set.spawn(async move {
+            // Held until the connection ends.
+            let _budget = budget.and_then(Result::ok);
             let connection = Connection::new(stream, Arc::clone(&shared), stop);
             if let Err(error) = connection.serve().await {
                 tracing::debug!(%error, "beanstalkd connection ended with an error");

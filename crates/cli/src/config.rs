@@ -105,6 +105,15 @@ pub struct ServeArgs {
     /// long [default: 60s].
     #[arg(long, value_name = "DURATION")]
     pub http_idle_timeout: Option<String>,
+    /// Time a request body may take, plus a second per
+    /// `--http-body-min-rate` bytes received; slower bodies get 408 and
+    /// their connection closed [default: 20s].
+    #[arg(long, value_name = "DURATION")]
+    pub http_body_timeout: Option<String>,
+    /// Bytes per second of request body that each earn a second beyond
+    /// `--http-body-timeout`; 0: none do [default: 500].
+    #[arg(long, value_name = "BYTES")]
+    pub http_body_min_rate: Option<String>,
     /// PEM certificate chain: serve HTTPS (with `--tls-key`).
     #[arg(long, value_name = "FILE")]
     pub tls_cert: Option<PathBuf>,
@@ -132,6 +141,9 @@ pub struct ServeConfig {
     pub http_limits: ConnectionLimits,
     /// The beanstalkd listener's share of `--max-connections`.
     pub beanstalk_max_connections: usize,
+    /// `--max-connections`: both listeners' connections together never
+    /// exceed it (each share is at least 1, so a budget of 1 is shared).
+    pub max_connections: usize,
     /// `None`: plain HTTP.
     pub tls: Option<TlsFiles>,
 }

@@ -398,3 +398,35 @@ fn every_flag_is_a_key_of_the_environment_and_the_file() {
         .to_string();
     assert!(msg.contains("unknown key \"config\""), "{msg}");
 }
+
+#[test]
+fn body_timeout_and_minimum_rate() {
+    let c = ServeConfig::resolve(&args(&[]), env(&[])).unwrap();
+    assert_eq!(c.http_limits.body_timeout, Duration::from_secs(20));
+    assert_eq!(c.http_limits.body_min_rate, 500);
+    let c = ServeConfig::resolve(
+        &args(&["--http-body-timeout", "5s"]),
+        env(&[("DELAYD_HTTP_BODY_MIN_RATE", "0")]),
+    )
+    .unwrap();
+    assert_eq!(c.http_limits.body_timeout, Duration::from_secs(5));
+    assert_eq!(c.http_limits.body_min_rate, 0);
+    let msg = error(&["--http-body-min-rate", "fast"], &[]);
+    assert!(msg.contains("http_body_min_rate"), "{msg}");
+    let msg = error(&["--http-body-timeout", "0s"], &[]);
+    assert!(msg.contains("http_body_timeout"), "{msg}");
+}
+
+#[test]
+fn the_connection_budget_is_kept_whole() {
+    let c = ServeConfig::resolve(&args(&["--max-connections", "1"]), env(&[])).unwrap();
+    assert_eq!(c.max_connections, 1);
+    // Each listener may take the one connection; the shared budget in
+    // `serve` keeps the total at 1.
+    assert_eq!(
+        (c.http_limits.max_connections, c.beanstalk_max_connections),
+        (1, 1)
+    );
+    let c = ServeConfig::resolve(&args(&["--max-connections", "301"]), env(&[])).unwrap();
+    assert_eq!(c.max_connections, 301);
+}

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use delayd_local::{Durability, LocalConfig};
 use delayd_server::{
-    ConnectionLimits, ServerOptions, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    ConnectionLimits, ServerOptions, DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
 };
 
 use super::layers::Layers;
@@ -71,6 +72,7 @@ pub(super) fn build(layers: &Layers) -> Result<ServeConfig, ConfigError> {
         push_allow,
         http_limits: connections.http,
         beanstalk_max_connections: connections.beanstalk,
+        max_connections: connections.budget,
         tls: tls_files(layers)?,
     })
 }
@@ -167,6 +169,7 @@ fn local_store(layers: &Layers) -> Result<StoreConfig, ConfigError> {
 struct Connections {
     http: ConnectionLimits,
     beanstalk: usize,
+    budget: usize,
 }
 
 /// `--max-connections` and the HTTP timeouts. The budget is split evenly
@@ -201,14 +204,32 @@ fn connections(layers: &Layers, beanstalk_on: bool) -> Result<Connections, Confi
         &seconds(DEFAULT_IDLE_TIMEOUT),
         positive,
     )?;
+    let body_timeout = layers.parse(
+        "http_body_timeout",
+        &seconds(DEFAULT_BODY_TIMEOUT),
+        positive,
+    )?;
+    let body_min_rate = layers.parse(
+        "http_body_min_rate",
+        &DEFAULT_BODY_MIN_RATE.to_string(),
+        |v| {
+            v.trim()
+                .parse::<u64>()
+                .map_err(|_| "expected a whole number of bytes per second".to_owned())
+        },
+    )?;
     let beanstalk = if beanstalk_on { budget / 2 } else { 0 };
     Ok(Connections {
         http: ConnectionLimits {
             max_connections: (budget - beanstalk).max(1),
             header_timeout,
             idle_timeout,
+            body_timeout,
+            body_min_rate,
+            ..ConnectionLimits::default()
         },
         beanstalk: beanstalk.max(1),
+        budget,
     })
 }
 
