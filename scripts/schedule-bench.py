@@ -15,10 +15,17 @@ Two benches (docs/BENCHMARKS.md, "Schedules"):
           then a restart (SIGKILL, start again) and the time from the new
           process's start to the first fire of a schedule that was due
           during the downtime (catch-up `latest`) being leasable.
+  redis-kill  three nodes on one redis-server (started here, free port), N
+          schedules (`every_ms` --every-ms, one anchor), consumers on every
+          node recording each delivery's (id, seq); after a third of
+          --seconds, node 2 is killed with SIGKILL and restarted a tenth
+          later. At the end: every fire time up to the end enqueued exactly
+          once (one seq per id, every expected id seen), none leased early.
 
 Server CPU is utime + stime from /proc/PID/stat. Usage:
   scripts/schedule-bench.py burst  [--schedules 10000] [--bin target/release/delayd]
   scripts/schedule-bench.py memory [--schedules 100000]
+  scripts/schedule-bench.py redis-kill [--schedules 10000] [--seconds 300] [--every-ms 10000]
 Only 127.0.0.1; every loop is bounded in count and time.
 """
 
@@ -59,7 +66,7 @@ class Server:
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
             [self.binary, "serve", "--http", f"127.0.0.1:{self.port}", "--beanstalk", "off",
-             "--data", self.data, *self.extra],
+             *(["--data", self.data] if self.data else []), *self.extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -249,14 +256,96 @@ def bench_memory(args, server, api, restart):
           f"({'ok' if leased else 'NOT FIRED'}); RSS after restart {server.rss_kib() / 1024:.1f} MiB")
 
 
+def bench_redis_kill(args):
+    n, every, seconds = args.schedules, args.every_ms, args.seconds
+    redis_port = free_port()
+    redis = subprocess.Popen(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1",
+                              "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    time.sleep(0.5)
+    store = ["--store", f"redis://127.0.0.1:{redis_port}", *args.serve_arg]
+    nodes = [Server(args.bin, None, free_port(), store) for _ in range(3)]
+    try:
+        for node in nodes:
+            node.start()
+        apis = [Api(node.port) for node in nodes]
+        anchor = (now_ms() // 1000 + max(10, n // 400)) * 1000
+        body = {"every_ms": every, "start_at": anchor, "message": {"payload": "r"}}
+        began = time.monotonic()
+        put_schedules(apis[0], "rk", n, lambda i: body)
+        print(f"created {n} schedules in {time.monotonic() - began:.1f} s; first fire at +{(anchor - now_ms()) / 1000:.1f} s")
+        end = anchor + seconds * 1000
+        seen, early, lock = {}, 0, threading.Lock()
+        stop = threading.Event()
+
+        failures = []
+
+        def consume(api):
+            nonlocal early
+            while not stop.is_set():
+                try:
+                    leased = api.call("POST", "/v1/queues/rk/leases", {"max": 1000, "wait_ms": 1000})["messages"]
+                except (OSError, RuntimeError, http.client.HTTPException) as error:
+                    failures.append(f"+{(now_ms() - anchor) / 1000:.1f}s lease: {error}"[:160])
+                    time.sleep(0.2)  # the node is down: retry
+                    continue
+                with lock:
+                    for m in leased:
+                        seen.setdefault(m["id"], set()).add(m["seq"])
+                        early += (m["lease_until"] - 30_000) < m["deliver_at"]
+                if leased:
+                    try:
+                        api.call("POST", "/v1/queues/rk/acks",
+                                 {"acks": [{"id": m["id"], "lease_id": m["lease_id"]} for m in leased]})
+                    except (OSError, RuntimeError, http.client.HTTPException) as error:
+                        # Unacked: delivered again after the lease (a duplicate delivery, same seq).
+                        failures.append(f"+{(now_ms() - anchor) / 1000:.1f}s ack: {error}"[:160])
+
+        consumers = [threading.Thread(target=consume, args=(Api(node.port),)) for node in nodes for _ in range(2)]
+        for c in consumers:
+            c.start()
+        wait_until_ms(anchor + seconds * 1000 // 3)
+        nodes[1].stop(signal.SIGKILL)
+        killed_at = now_ms()
+        wait_until_ms(anchor + seconds * 1000 // 3 + seconds * 100)
+        nodes[1].start()
+        print(f"node 2 killed at +{(killed_at - anchor) / 1000:.1f} s, restarted at +{(now_ms() - anchor) / 1000:.1f} s")
+        wait_until_ms(end + 15_000)  # last fires leased (lease wait + drain)
+        stop.set()
+        for c in consumers:
+            c.join(timeout=30)
+        expected = {f"s{i}:{t}" for i in range(n) for t in range(anchor, end + 1, every)}
+        doubled = sum(1 for seqs in seen.values() if len(seqs) > 1)
+        print(f"client call failures: {len(failures)} {failures[:5]}")
+        missing = len(expected - seen.keys())
+        extra = len(seen.keys() - expected)
+        print(f"fire times expected {len(expected)}, delivered ids {len(seen)}, missing {missing}, "
+              f"not expected {extra} (fires after the end), enqueued twice {doubled}, leased early {early}")
+        if missing:
+            by_time = {}
+            for m in expected - seen.keys():
+                t = int(m.rsplit(":", 1)[1])
+                by_time[(t - anchor) // 1000] = by_time.get((t - anchor) // 1000, 0) + 1
+            print(f"missing by fire time (s after the first): {dict(sorted(by_time.items()))}")
+        if doubled or missing or early:
+            sys.exit("FAILED")
+    finally:
+        for node in nodes:
+            node.stop(signal.SIGKILL)
+        redis.kill()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["burst", "memory"])
+    parser.add_argument("mode", choices=["burst", "memory", "redis-kill"])
+    parser.add_argument("--seconds", type=int, default=300)
+    parser.add_argument("--every-ms", type=int, default=10_000)
     parser.add_argument("--schedules", type=int)
     parser.add_argument("--bin", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "release", "delayd"))
     parser.add_argument("--serve-arg", action="append", default=[], help="extra `delayd serve` argument")
     args = parser.parse_args()
-    args.schedules = args.schedules or (10_000 if args.mode == "burst" else 100_000)
+    args.schedules = args.schedules or (100_000 if args.mode == "memory" else 10_000)
+    if args.mode == "redis-kill":
+        return bench_redis_kill(args)
     data = tempfile.mkdtemp(prefix="delayd-schedule-bench-")
     server = Server(args.bin, data, free_port(), args.serve_arg)
     print(f"mode={args.mode} schedules={args.schedules} load: {open('/proc/loadavg').read().split()[:3]} cores: {os.cpu_count()}")
