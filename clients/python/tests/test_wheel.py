@@ -31,7 +31,9 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path: Path) -> None:
     py = env / "bin" / "python"
     # This interpreter's pip installs into the venv (same Python version):
     # seeding the venv with its own pip would take longer than the test.
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--disable-pip-version-check"]
+    # (--ignore-installed: else pip would uninstall the delayd it runs the tests with.)
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed"]
+    pip += ["--disable-pip-version-check"]
     subprocess.run(pip + ["--prefix", str(env), str(wheel)], check=True)
     # httpx (the one dependency) comes from this interpreter's site-packages;
     # delayd itself only from the fresh venv.
