@@ -13,7 +13,7 @@ message; anything else makes delayd retry it with the queue's backoff.
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterable, List
+from typing import Callable, Iterable
 
 from delayd.push import SignatureError, verify, wsgi_headers
 

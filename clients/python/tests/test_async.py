@@ -13,7 +13,9 @@ import pytest
 import delayd
 
 
-@pytest.mark.parametrize("sync_cls, async_cls", [(delayd.Client, delayd.AsyncClient), (delayd.Queue, delayd.AsyncQueue)])
+@pytest.mark.parametrize(
+    "sync_cls, async_cls", [(delayd.Client, delayd.AsyncClient), (delayd.Queue, delayd.AsyncQueue)]
+)
 def test_async_api_mirrors_the_sync_one(sync_cls, async_cls) -> None:  # type: ignore[no-untyped-def]
     def public(cls):  # type: ignore[no-untyped-def]
         return {n for n, f in vars(cls).items() if callable(f) and not n.startswith("_")}

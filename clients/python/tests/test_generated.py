@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Dict
 
 import pytest
+from openapi_check import operations
 
 import delayd
-from openapi_check import operations
 
 
 def snake(name: str) -> str:

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any, Dict
 
 import pytest
+from openapi_check import client_routes, field_problems, operations, uncovered
 
 import delayd
 from delayd.routes import ROUTES
-from openapi_check import client_routes, field_problems, operations, uncovered
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import delayd
 from conftest import start_server
+
+import delayd
 
 
 def test_a_copied_data_directory_restores_everything(tmp_path: Path) -> None:

@@ -18,7 +18,18 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path: Path) -> None:
     # No build isolation: the backend (hatchling) is installed with the test
     # extras, and an isolated build would download it again.
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(PACKAGE)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(dist),
+            str(PACKAGE),
+        ],
         check=True,
     )
     [wheel] = dist.glob("delayd-*.whl")

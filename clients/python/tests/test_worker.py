@@ -46,7 +46,7 @@ def test_a_raising_body_nacks_and_propagates(queue: delayd.Queue) -> None:
 def test_leases_not_yet_handed_out_are_released_on_stop(queue: delayd.Queue) -> None:
     queue.enqueue_many(["a", "b", "c"])
     with queue.consume(max=3, wait=1, stop_on_signal=False) as consumer:
-        for msg in consumer:
+        for _msg in consumer:
             consumer.stop()
     # one acked, two given back at once
     assert len(queue.lease(max=3)) == 2
@@ -131,7 +131,9 @@ def test_sigterm_interrupts_an_idle_long_poll(queue: delayd.Queue, server, tmp_p
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     env = dict(os.environ, PYTHONPATH=str(Path(delayd.__file__).parents[1]))
-    proc = subprocess.Popen([sys.executable, str(script), server.url, queue.name], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), server.url, queue.name], stdout=subprocess.PIPE, text=True, env=env
+    )
     time.sleep(1.0)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)

@@ -207,15 +207,15 @@ BatchResult = Union[m.EnqueueResult, DelaydError]
 
 
 def batch(queue: str, items: Iterable[Union[EnqueueItem, m.PayloadLike]]) -> Call[List[BatchResult]]:
-    items = [i if isinstance(i, EnqueueItem) else EnqueueItem(i) for i in items]
+    whole = [i if isinstance(i, EnqueueItem) else EnqueueItem(i) for i in items]
     route = ROUTES["batch"]
-    messages = [route.check_nested("messages", i.to_json()) for i in items]
+    messages = [route.check_nested("messages", i.to_json()) for i in whole]
     return call(
         "batch",
         _batch_results,
         path={"queue": queue},
         body=route.body(messages=messages),
-        retry_safe=all(i.id is not None for i in items),
+        retry_safe=all(i.id is not None for i in whole),
     )
 
 
@@ -338,7 +338,11 @@ def put_schedule(
     paused: Optional[bool] = None,
 ) -> Call[m.Schedule]:
     route = ROUTES["put_schedule"]
-    message = {"priority": priority, "headers": dict(headers) if headers else None, "max_attempts": max_attempts}
+    message: Dict[str, Any] = {
+        "priority": priority,
+        "headers": dict(headers) if headers else None,
+        "max_attempts": max_attempts,
+    }
     message.update(m.payload_fields(payload))
     body = route.body(
         cron=cron,

@@ -45,6 +45,7 @@ class RetryPolicy:
         return random.uniform(cap / 2, cap)
 
 
+DEFAULT_RETRY = RetryPolicy()
 NO_RETRY = RetryPolicy(attempts=1)
 
 

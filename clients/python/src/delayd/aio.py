@@ -14,6 +14,7 @@ from . import _ops as ops
 from . import models as m
 from ._ops import BatchResult, Duration, EnqueueItem, Instant
 from ._transport import (
+    DEFAULT_RETRY,
     RetryPolicy,
     build_request,
     check,
@@ -43,7 +44,7 @@ class AsyncClient:
         *,
         token: Optional[str] = None,
         timeout: float = 10.0,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = DEFAULT_RETRY,
         http2: bool = False,
         httpx_client: Optional[httpx.AsyncClient] = None,
     ) -> None:
@@ -206,7 +207,9 @@ class AsyncQueue:
         """Moves a scheduled or ready message (``InvalidState`` when leased or dead)."""
         return await self._run(ops.reschedule(self.name, id, delay, deliver_at, priority))
 
-    async def messages(self, state: str, *, limit: Optional[int] = None, after: Optional[str] = None) -> List[m.Message]:
+    async def messages(
+        self, state: str, *, limit: Optional[int] = None, after: Optional[str] = None
+    ) -> List[m.Message]:
         """One page of the messages in ``state`` (``scheduled``, ``ready``, ``leased``, ``dead``)."""
         return await self._run(ops.list_messages(self.name, state, limit, after))
 

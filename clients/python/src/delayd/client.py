@@ -15,8 +15,9 @@ import httpx
 
 from . import _ops as ops
 from . import models as m
-from ._ops import BatchResult, Duration, EnqueueItem, Instant, PushConfig
+from ._ops import BatchResult, Duration, EnqueueItem, Instant
 from ._transport import (
+    DEFAULT_RETRY,
     RetryPolicy,
     build_request,
     check,
@@ -46,7 +47,7 @@ class Client:
         *,
         token: Optional[str] = None,
         timeout: float = 10.0,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = DEFAULT_RETRY,
         http2: bool = False,
         httpx_client: Optional[httpx.Client] = None,
     ) -> None:

@@ -80,9 +80,7 @@ ROUTES: Dict[str, Route] = {
     "list_messages": Route("GET", _Q + "/messages", query=("state", "limit", "after"), idempotent=True),
     "get_message": Route("GET", _Q + "/messages/{id}", idempotent=True),
     "cancel": Route("DELETE", _Q + "/messages/{id}", idempotent=True),
-    "reschedule": Route(
-        "PATCH", _Q + "/messages/{id}", fields=("delay_ms", "deliver_at", "priority"), idempotent=True
-    ),
+    "reschedule": Route("PATCH", _Q + "/messages/{id}", fields=("delay_ms", "deliver_at", "priority"), idempotent=True),
     # Consuming
     "lease": Route("POST", _Q + "/leases", fields=("max", "wait_ms", "lease_ms")),
     "ack": Route("POST", _Q + "/messages/{id}/ack", fields=("lease_id",)),
