@@ -1,6 +1,7 @@
 //! The conformance suite (the HTTP-visible rules) run through the whole
 //! stack: `HttpBroker` -> client -> HTTP -> server -> broker, once over the
-//! reference model and once over LocalBroker.
+//! reference model and once over LocalBroker; the schedule cases over the
+//! model.
 
 mod common;
 
@@ -33,6 +34,21 @@ mod model {
     use delayd_core::testkit::ModelBroker;
 
     delayd_core::conformance_tests!(super::over_http(Arc::new(ModelBroker::new()), ()));
+
+    /// Recurring schedules through the whole stack, on the model's virtual
+    /// clock (the wall-clock cases set the time; the server and the client
+    /// talk over a real socket on the paused tokio clock).
+    mod schedules {
+        use std::sync::Arc;
+
+        use delayd_core::testkit::ModelBroker;
+
+        delayd_core::conformance_tests_schedules!(
+            virtual_time
+                | clock
+                | super::super::over_http(Arc::new(ModelBroker::with_clock(clock)), ())
+        );
+    }
 }
 
 mod local {

@@ -39,4 +39,3 @@ pub const SCHEDULE_SKIPPED_TOTAL: &str = "delayd_schedule_skipped_total";
 /// Histogram, seconds: how late a schedule's fire was enqueued (enqueued at
 /// minus fire time). Label `queue`.
 pub const SCHEDULE_FIRE_LATENESS_SECONDS: &str = "delayd_schedule_fire_lateness_seconds";
-

@@ -482,7 +482,7 @@ impl ScheduleRecord {
             if t < window_start {
                 plan.missed += 1;
                 // Jump over a long outage instead of walking it.
-                if plan.missed % 10_000 == 0 {
+                if plan.missed.is_multiple_of(10_000) {
                     cursor = times.at_or_after(window_start);
                     continue;
                 }

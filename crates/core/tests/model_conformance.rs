@@ -14,3 +14,9 @@ delayd_core::conformance_tests!(
 delayd_core::conformance_tests_extended!(
     virtual_time | clock | async move { Arc::new(ModelBroker::with_clock(clock)) }
 );
+delayd_core::conformance_tests_schedules!(
+    virtual_time | clock | async move { Arc::new(ModelBroker::with_clock(clock)) }
+);
+delayd_core::conformance_tests_schedules_extended!(
+    virtual_time | clock | async move { Arc::new(ModelBroker::with_clock(clock)) }
+);

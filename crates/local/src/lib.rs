@@ -12,10 +12,13 @@
 //! - `lease`, `waiters`: lease calls, and the hand-off that serves waiting
 //!   lease calls per queue in arrival order (one ready message wakes one
 //!   call).
+//! - `schedules`, `fire`: recurring schedules (the calls, the index of
+//!   armed schedules; firing a due one: its messages and its advanced
+//!   record in one commit group).
 //! - `driver`: the task that fires timers and moves the horizon.
 //! - `timers`: timers keyed by seq, on `delayd-wheel` with a monotonic clock.
-//! - `store`, `codec`: fjall keyspaces, key and record encodings
-//!   (specified in docs/storage.md).
+//! - `store`, `codec`, `schedule_codec`: fjall keyspaces, key and record
+//!   encodings (specified in docs/storage.md).
 //! - `sync`: the state lock's cell and the sync thread, which writes each
 //!   commit group to the engine as one batch and fsyncs it.
 //! - `disk`: the free-space reserve below which enqueues are refused.
@@ -77,9 +80,12 @@ mod disk;
 mod driver;
 pub mod error;
 mod fault;
+mod fire;
 mod lease;
 mod messages;
 mod pipeline;
+mod schedule_codec;
+mod schedules;
 mod state;
 mod store;
 mod sync;

@@ -22,7 +22,9 @@
 //!   error answers, public routes, path parameter grammar). The page's
 //!   files themselves come from `delayd_ui`.
 //! - `wire`: query DTOs; the JSON bodies are `delayd_api`'s (separate from core
-//!   types); `convert`: checks and conversions from DTOs to core requests.
+//!   types); `convert`: checks and conversions from DTOs to core requests;
+//!   `schedule_convert`: the same for recurring schedules (and the
+//!   schedule object back).
 //! - `extract`: strict JSON/query/path extractors that answer in api.md's
 //!   error shape; [`error`]: the single mapping from failures to status and
 //!   code.
@@ -67,6 +69,7 @@ mod listener;
 pub mod metrics;
 mod options;
 mod routes;
+mod schedule_convert;
 mod shutdown;
 mod state;
 mod tls;

@@ -3,12 +3,15 @@
 //!
 //! # Layout
 //! - [`model`]: [`ModelBroker`], the simple in-memory reference broker.
-//! - `state`: the model's state and its synchronous transitions.
+//! - `state`: the model's state and its synchronous transitions;
+//!   `firing`: how it fires schedules on time without timers.
 //! - [`cases`]: the conformance cases, one `pub async fn` per rule.
 //! - [`support`]: helpers the cases share (unique queue names, terse
 //!   calls, time bounds, the per-case runtime).
-//! - the macros [`conformance_tests!`](crate::conformance_tests) and
+//! - the macros [`conformance_tests!`](crate::conformance_tests),
 //!   [`conformance_tests_extended!`](crate::conformance_tests_extended),
+//!   [`conformance_tests_schedules!`](crate::conformance_tests_schedules)
+//!   and [`conformance_tests_schedules_extended!`](crate::conformance_tests_schedules_extended),
 //!   which expand to one `#[test]` per case.
 //!
 //! ```text
@@ -31,6 +34,7 @@
 //! waiting and no timing bound depends on the machine's load.
 
 pub mod cases;
+mod firing;
 pub mod model;
 mod state;
 pub mod support;
@@ -42,6 +46,17 @@ pub use model::ModelBroker;
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_cases {
+    (virtual_time_within $timeout:path, |$clock:ident| $factory:expr; $($name:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::testkit::support::run_case_virtual_within($timeout, |$clock| async move {
+                    let broker: ::std::sync::Arc<dyn $crate::Broker> = $factory.await;
+                    $crate::testkit::cases::$name(broker).await;
+                });
+            }
+        )+
+    };
     (virtual_time |$clock:ident| $factory:expr; $($name:ident),+ $(,)?) => {
         $(
             #[test]
@@ -143,5 +158,69 @@ macro_rules! conformance_tests_extended {
     };
     ($factory:expr) => {
         $crate::conformance_tests_extended!(@cases ($factory));
+    };
+}
+
+/// One test per rule of recurring schedules (api.md, "Schedules"), run
+/// against `$factory` like [`conformance_tests!`](crate::conformance_tests).
+/// The `virtual_time` form also runs the cases that move the wall clock
+/// (DST transitions in 2027, catch-up after a forward jump), which only
+/// virtual time can do ([`support::set_wall_time`]).
+#[macro_export]
+macro_rules! conformance_tests_schedules {
+    (@cases ($($how:tt)+)) => {
+        $crate::__conformance_cases!($($how)+;
+            schedule_every_fires_on_time,
+            schedule_cron_fires,
+            schedule_put_creates_and_replaces,
+            schedule_unknown_errors,
+            schedule_trigger_is_not_a_fire,
+            schedule_delete_keeps_messages,
+            schedule_delete_queue_deletes_schedules,
+            schedule_pause_and_resume,
+            schedule_end_at_and_max_fires,
+            schedule_overlap_skip,
+            schedule_jitter,
+            schedule_start_in_the_past,
+            schedule_fires_into_paused_queue,
+        );
+    };
+    (@wall ($($how:tt)+)) => {
+        $crate::__conformance_cases!($($how)+;
+            schedule_dst_europe_berlin,
+            schedule_dst_america_new_york,
+            schedule_dst_australia_lord_howe,
+            schedule_tz_asia_kathmandu,
+            schedule_cron_l_w_hash,
+            schedule_catchup_all,
+            schedule_catchup_latest,
+        );
+    };
+    (virtual_time |$clock:ident| $factory:expr) => {
+        $crate::conformance_tests_schedules!(@cases (virtual_time |$clock| $factory));
+        $crate::conformance_tests_schedules!(@wall (
+            virtual_time_within $crate::testkit::support::WALL_CASE_TIMEOUT, |$clock| $factory
+        ));
+    };
+    ($factory:expr) => {
+        $crate::conformance_tests_schedules!(@cases ($factory));
+    };
+}
+
+/// The schedule rules of trait options HTTP does not expose per call
+/// (`auto_create: false`, a server option over HTTP). For brokers
+/// in-process: Local, Redis, the model.
+#[macro_export]
+macro_rules! conformance_tests_schedules_extended {
+    (@cases ($($how:tt)+)) => {
+        $crate::__conformance_cases!($($how)+;
+            schedule_put_without_auto_create,
+        );
+    };
+    (virtual_time |$clock:ident| $factory:expr) => {
+        $crate::conformance_tests_schedules_extended!(@cases (virtual_time |$clock| $factory));
+    };
+    ($factory:expr) => {
+        $crate::conformance_tests_schedules_extended!(@cases ($factory));
     };
 }

@@ -15,17 +15,16 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::state::{self, State, Stored};
+use super::state::{self, State};
 use crate::broker::{Broker, Upsert};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{BrokerError, BrokerResult};
 use crate::message::{
     Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, LeaseRequest, ListQuery, Message,
-    MessageCounters, MessageState, Nack, Redrive, Reschedule,
+    MessageState, Nack, Redrive, Reschedule,
 };
-use crate::model::{
-    LeaseId, MessageId, QueueConfig, QueueConfigPatch, QueueInfo, QueueName, DEFAULT_PRIORITY,
-};
+use crate::model::{LeaseId, MessageId, QueueConfig, QueueConfigPatch, QueueInfo, QueueName};
+use crate::recurring::{ScheduleDefinition, ScheduleId, ScheduleRecord};
 
 /// The in-memory reference broker. See the module docs.
 pub struct ModelBroker {
@@ -63,7 +62,7 @@ impl ModelBroker {
         let mut state = self.lock();
         state.check_open()?;
         let now = self.clock.now_ms();
-        if state.settle(now) {
+        if state.settle(now, Instant::now()) {
             self.changed.notify_waiters();
         }
         state.debug_check(now);
@@ -92,7 +91,7 @@ impl ModelBroker {
             return Ok(Ok(Vec::new()));
         }
         let now = self.clock.now_ms();
-        if guard.settle(now) {
+        if guard.settle(now, Instant::now()) {
             self.changed.notify_waiters();
         }
         let state = &mut *guard;
@@ -111,51 +110,6 @@ impl ModelBroker {
             out.push(state::deliver(stored, now, lease_ms));
         }
         Ok(Ok(out))
-    }
-
-    fn enqueue_one(
-        state: &mut State,
-        queue: &QueueName,
-        request: EnqueueRequest,
-        now: u64,
-    ) -> BrokerResult<EnqueueOutcome> {
-        request.validate()?;
-        let id = request.id.unwrap_or_else(MessageId::generate);
-        if let Some(existing) = state.messages.get(&(queue.clone(), id.clone())) {
-            return Ok(EnqueueOutcome {
-                id,
-                seq: existing.msg.seq,
-                deliver_at: existing.msg.deliver_at,
-                created: false,
-            });
-        }
-        let seq = state.next_seq();
-        let deliver_at = request.schedule.deliver_at(now);
-        let msg = Message {
-            queue: queue.clone(),
-            id: id.clone(),
-            seq,
-            state: state::waiting_state(deliver_at, now),
-            deliver_at,
-            enqueued_at: now,
-            priority: request.priority.unwrap_or(DEFAULT_PRIORITY),
-            attempts: 0,
-            max_attempts: request.max_attempts,
-            lease_ms: request.lease_ms,
-            lease_until: None,
-            died_at: None,
-            counters: MessageCounters::default(),
-            headers: request.headers,
-            payload: request.payload,
-        };
-        let key = (queue.clone(), id.clone());
-        state.messages.insert(key, Stored { msg, lease: None });
-        Ok(EnqueueOutcome {
-            id,
-            seq,
-            deliver_at,
-            created: true,
-        })
     }
 }
 
@@ -197,6 +151,7 @@ impl Broker for ModelBroker {
             return Err(BrokerError::QueueNotFound(queue.clone()));
         }
         state.messages.retain(|(q, _), _| q != queue);
+        state.schedules.retain(|(q, _), _| q != queue);
         self.changed.notify_waiters();
         Ok(())
     }
@@ -239,7 +194,7 @@ impl Broker for ModelBroker {
         }
         let results = messages
             .into_iter()
-            .map(|m| Self::enqueue_one(&mut state, queue, m, now))
+            .map(|m| state.enqueue(queue, m, now))
             .collect();
         self.changed.notify_waiters();
         Ok(results)
@@ -464,6 +419,97 @@ impl Broker for ModelBroker {
         }
         self.changed.notify_waiters();
         Ok(chosen.len() as u64)
+    }
+
+    async fn put_schedule(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+        definition: ScheduleDefinition,
+        options: EnqueueOptions,
+    ) -> BrokerResult<(Upsert, ScheduleRecord)> {
+        let (mut state, now) = self.open()?;
+        let key = (queue.clone(), id.clone());
+        let (upsert, record) = match state.schedules.get(&key) {
+            Some(current) => match current.replace(definition, now)? {
+                Some(replaced) => (Upsert::Updated, replaced),
+                None => return Ok((Upsert::Updated, current.clone())),
+            },
+            None => {
+                // Validated before the queue is made: a failed call changes
+                // nothing.
+                let created = ScheduleRecord::create(queue.clone(), id.clone(), definition, now)?;
+                if !state.queues.contains_key(queue) {
+                    if !options.auto_create {
+                        return Err(BrokerError::QueueNotFound(queue.clone()));
+                    }
+                    state.create_queue(queue, QueueConfig::default());
+                }
+                (Upsert::Created, created)
+            }
+        };
+        state.schedules.insert(key, record.clone());
+        // Waiting leases must take the new cursor into their wake-up time.
+        self.changed.notify_waiters();
+        Ok((upsert, record))
+    }
+
+    async fn get_schedule(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+    ) -> BrokerResult<ScheduleRecord> {
+        let (state, _) = self.open()?;
+        state.schedule(queue, id).cloned()
+    }
+
+    async fn list_schedules(&self, queue: &QueueName) -> BrokerResult<Vec<ScheduleRecord>> {
+        let (state, _) = self.open()?;
+        state.config(queue)?;
+        let records = state.schedules.iter().filter(|((q, _), _)| q == queue);
+        Ok(records.map(|(_, record)| record.clone()).collect())
+    }
+
+    async fn delete_schedule(&self, queue: &QueueName, id: &ScheduleId) -> BrokerResult<()> {
+        let (mut state, _) = self.open()?;
+        state.schedule(queue, id)?;
+        state.schedules.remove(&(queue.clone(), id.clone()));
+        Ok(())
+    }
+
+    async fn set_schedule_paused(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+        paused: bool,
+    ) -> BrokerResult<ScheduleRecord> {
+        let (mut state, now) = self.open()?;
+        let current = state.schedule(queue, id)?;
+        let changed = if paused {
+            current.pause(now)
+        } else {
+            current.resume(now)
+        };
+        let Some(record) = changed else {
+            return Ok(current.clone());
+        };
+        state
+            .schedules
+            .insert((queue.clone(), id.clone()), record.clone());
+        self.changed.notify_waiters();
+        Ok(record)
+    }
+
+    async fn trigger_schedule(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+    ) -> BrokerResult<EnqueueOutcome> {
+        let (mut state, now) = self.open()?;
+        let request = state.schedule(queue, id)?.trigger_request(now);
+        let outcome = state.enqueue(queue, request, now)?;
+        self.changed.notify_waiters();
+        Ok(outcome)
     }
 
     async fn ready(&self) -> BrokerResult<()> {

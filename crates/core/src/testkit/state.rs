@@ -7,11 +7,18 @@
 //! *is* ready, and [`State::settle`] re-derives that (and applies expired
 //! leases) at the start of every call. Slow, but obviously right.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use tokio::time::Instant;
 
 use crate::error::{BrokerError, BrokerResult};
-use crate::message::{Delivery, Message, MessageState};
-use crate::model::{LeaseId, MessageId, QueueConfig, QueueInfo, QueueName, QueueStats};
+use crate::message::{
+    Delivery, EnqueueOutcome, EnqueueRequest, Message, MessageCounters, MessageState,
+};
+use crate::model::{
+    LeaseId, MessageId, QueueConfig, QueueInfo, QueueName, QueueStats, DEFAULT_PRIORITY,
+};
+use crate::recurring::{ScheduleId, ScheduleRecord};
 
 /// Priorities below this count as urgent in [`QueueStats::ready_urgent`].
 const URGENT_BELOW: u32 = 1024;
@@ -50,6 +57,11 @@ pub(crate) struct State {
     pub queues: BTreeMap<QueueName, QueueState>,
     /// Keyed by (queue, id): an id is unique within its queue only.
     pub messages: BTreeMap<(QueueName, MessageId), Stored>,
+    /// Keyed by (queue, schedule id), so a queue's schedules list by id.
+    pub schedules: BTreeMap<(QueueName, ScheduleId), ScheduleRecord>,
+    /// Wall and tokio time of the last settle, to tell a wall-clock jump
+    /// from time passing.
+    pub settled: Option<(u64, Instant)>,
     /// The last `seq` handed out (0: none yet).
     pub last_seq: u64,
     /// Queues created so far (the last [`QueueState::incarnation`]).
@@ -65,10 +77,15 @@ impl State {
         Ok(())
     }
 
-    /// Applies everything that time alone causes up to `now`: expired
-    /// leases fail their attempt, due messages become ready (and, after a
-    /// clock step back, ready ones scheduled again), timed pauses end. Returns whether anything changed (waiters should look again).
-    pub fn settle(&mut self, now: u64) -> bool {
+    /// Applies everything that time alone causes up to wall time `now`
+    /// (`mono`: tokio's time now): expired leases fail their attempt, due
+    /// schedules fire, due messages become ready (and, after a clock step
+    /// back, ready ones scheduled again), timed pauses end. Expiries and
+    /// fires are applied in the order they happened (see
+    /// [`State::fire_moment`]). Returns whether anything changed (waiters
+    /// should look again).
+    pub fn settle(&mut self, now: u64, mono: Instant) -> bool {
+        let behind = self.wall_jump(now, mono);
         let mut changed = false;
         for queue in self.queues.values_mut() {
             if let Some(Some(until)) = queue.pause {
@@ -78,11 +95,115 @@ impl State {
                 }
             }
         }
+        // Schedules fired in this call: their cursor was set after the jump.
+        let mut rearmed = BTreeSet::new();
+        loop {
+            let expiry = self.first_expiry(now);
+            let fire = self.first_fire(now, behind, &rearmed);
+            match (expiry, fire) {
+                (Some((until, key)), fire) if fire.as_ref().is_none_or(|f| until <= f.0) => {
+                    self.settle_one(&key, now);
+                }
+                (_, Some((moment, key))) => {
+                    if !self.fire_step(&key, moment) {
+                        debug_assert!(false, "schedule {key:?} due but does not advance");
+                        break;
+                    }
+                    rearmed.insert(key);
+                }
+                // Nothing expired and nothing due (the guard covers the
+                // rest).
+                _ => break,
+            }
+            changed = true;
+        }
         let keys: Vec<_> = self.messages.keys().cloned().collect();
         for key in keys {
             changed |= self.settle_one(&key, now);
         }
         changed
+    }
+
+    /// How far the wall clock jumped forward since the last settle, beyond
+    /// the time that passed (0 without a jump); records this settle.
+    fn wall_jump(&mut self, now: u64, mono: Instant) -> u64 {
+        let jump = match self.settled {
+            Some((wall, at)) => {
+                let passed = mono.saturating_duration_since(at).as_millis() as u64;
+                now.saturating_sub(wall).saturating_sub(passed)
+            }
+            None => 0,
+        };
+        self.settled = Some((now, mono));
+        jump
+    }
+
+    /// The leased message whose lease expired first (at or before `now`).
+    fn first_expiry(&self, now: u64) -> Option<(u64, (QueueName, MessageId))> {
+        self.messages
+            .iter()
+            .filter(|(_, s)| s.msg.state == MessageState::Leased)
+            .filter_map(|(key, s)| s.msg.lease_until.map(|until| (until, key.clone())))
+            .filter(|(until, _)| *until <= now)
+            .min()
+    }
+
+    /// Enqueues one message into `queue` (which exists): `created: false`
+    /// and no change when its id is live there.
+    pub fn enqueue(
+        &mut self,
+        queue: &QueueName,
+        request: EnqueueRequest,
+        now: u64,
+    ) -> BrokerResult<EnqueueOutcome> {
+        request.validate()?;
+        let id = request.id.unwrap_or_else(MessageId::generate);
+        if let Some(existing) = self.messages.get(&(queue.clone(), id.clone())) {
+            return Ok(EnqueueOutcome {
+                id,
+                seq: existing.msg.seq,
+                deliver_at: existing.msg.deliver_at,
+                created: false,
+            });
+        }
+        let seq = self.next_seq();
+        let deliver_at = request.schedule.deliver_at(now);
+        let msg = Message {
+            queue: queue.clone(),
+            id: id.clone(),
+            seq,
+            state: waiting_state(deliver_at, now),
+            deliver_at,
+            enqueued_at: now,
+            priority: request.priority.unwrap_or(DEFAULT_PRIORITY),
+            attempts: 0,
+            max_attempts: request.max_attempts,
+            lease_ms: request.lease_ms,
+            lease_until: None,
+            died_at: None,
+            counters: MessageCounters::default(),
+            headers: request.headers,
+            payload: request.payload,
+        };
+        let key = (queue.clone(), id.clone());
+        self.messages.insert(key, Stored { msg, lease: None });
+        Ok(EnqueueOutcome {
+            id,
+            seq,
+            deliver_at,
+            created: true,
+        })
+    }
+
+    /// The schedule `id` of `queue`, or the error api.md prescribes.
+    pub fn schedule(&self, queue: &QueueName, id: &ScheduleId) -> BrokerResult<&ScheduleRecord> {
+        self.config(queue)?;
+        self.schedules
+            .get(&(queue.clone(), id.clone()))
+            .ok_or_else(|| BrokerError::ScheduleNotFound {
+                queue: queue.clone(),
+                id: id.clone(),
+            })
     }
 
     fn settle_one(&mut self, key: &(QueueName, MessageId), now: u64) -> bool {
@@ -165,6 +286,15 @@ impl State {
                 }
                 MessageState::Dead => {}
             }
+        }
+        for ((queue, id), record) in &self.schedules {
+            let ctx = format!("schedule {queue}/{id} at {now}: {record:?}");
+            debug_assert!(self.queues.contains_key(queue), "orphan {ctx}");
+            debug_assert!(!record.is_due(now), "not fired {ctx}");
+            debug_assert!(
+                !record.definition.paused || record.next_fire_at.is_none(),
+                "paused with a cursor {ctx}"
+            );
         }
     }
 
@@ -261,7 +391,8 @@ impl State {
     }
 
     /// The earliest future wall time at which something in `queues` can
-    /// change by itself (a message due, a lease expiring, a pause ending).
+    /// change by itself (a message due, a lease expiring, a pause ending, a
+    /// schedule firing).
     pub fn next_event(&self, queues: &[QueueName], now: u64) -> Option<u64> {
         let messages = self
             .messages
@@ -276,7 +407,16 @@ impl State {
             .iter()
             .filter_map(|q| self.queues.get(q))
             .filter_map(|q| q.pause.flatten());
-        messages.chain(pauses).filter(|t| *t > now).min()
+        let fires = self
+            .schedules
+            .iter()
+            .filter(|((q, _), _)| queues.contains(q))
+            .filter_map(|(_, record)| record.next_fire_at);
+        messages
+            .chain(pauses)
+            .chain(fires)
+            .filter(|t| *t > now)
+            .min()
     }
 }
 

@@ -13,6 +13,7 @@
 //! machine's load.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,11 +31,15 @@ pub const SLACK_MS: u64 = 1_500;
 /// Upper bound for a whole case, so a hanging broker fails instead of hangs.
 pub const CASE_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Upper bound of virtual time for a case that moves the wall clock and
+/// lets hours pass (`conformance_tests_schedules!`'s wall cases).
+pub const WALL_CASE_TIMEOUT: Duration = Duration::from_secs(6 * 3_600);
+
 thread_local! {
     /// The clock of the case running on this thread, when it is not the
     /// system's (set by [`run_case_virtual`], whose runtime runs every task
     /// of the case on this thread).
-    static CASE_CLOCK: std::cell::RefCell<Option<Arc<dyn Clock>>> =
+    static CASE_CLOCK: std::cell::RefCell<Option<Arc<VirtualClock>>> =
         const { std::cell::RefCell::new(None) };
 }
 
@@ -46,14 +51,38 @@ pub fn now_ms() -> u64 {
         .unwrap_or_else(|| SystemClock.now_ms())
 }
 
+/// Sets the case's wall clock to `ms` (tokio's time does not move): what a
+/// broker sees after downtime (forward) or a clock step. Only on virtual
+/// time ([`run_case_virtual`]); panics on real time, where the wall clock
+/// is the system's and cannot be moved.
+pub fn set_wall_time(ms: u64) {
+    case_clock("set_wall_time").set(ms);
+}
+
+/// Moves the case's wall clock by `delta_ms` (negative: back). Only on
+/// virtual time, like [`set_wall_time`].
+pub fn jump_wall_time(delta_ms: i64) {
+    case_clock("jump_wall_time").jump(delta_ms);
+}
+
+fn case_clock(what: &str) -> Arc<VirtualClock> {
+    CASE_CLOCK.with(|c| c.borrow().clone()).unwrap_or_else(|| {
+        panic!("{what} needs virtual time: run the case with the virtual_time form of the macro")
+    })
+}
+
 /// A wall clock that follows tokio's clock: the system time when it was
-/// made plus the tokio time elapsed since. Under a paused runtime
-/// (`start_paused`) it moves only when tokio's time does, so a broker
-/// reading it and timing its waits with tokio sees one consistent time.
+/// made plus the tokio time elapsed since, plus an offset a case may move
+/// ([`set_wall_time`], [`jump_wall_time`]). Under a paused runtime
+/// (`start_paused`) it moves only when tokio's time does or the case moves
+/// it, so a broker reading it and timing its waits with tokio sees one
+/// consistent time. Clones share the offset.
 #[derive(Clone, Debug)]
 pub struct VirtualClock {
     base_ms: u64,
     origin: tokio::time::Instant,
+    /// Added to the followed time; moved only by the case.
+    offset_ms: Arc<AtomicI64>,
 }
 
 impl VirtualClock {
@@ -62,7 +91,23 @@ impl VirtualClock {
         Self {
             base_ms: SystemClock.now_ms(),
             origin: tokio::time::Instant::now(),
+            offset_ms: Arc::new(AtomicI64::new(0)),
         }
+    }
+
+    /// Moves the wall clock by `delta_ms` (negative: back).
+    pub fn jump(&self, delta_ms: i64) {
+        self.offset_ms.fetch_add(delta_ms, Ordering::SeqCst);
+    }
+
+    /// Sets the wall clock to `ms` now; it goes on moving with tokio's time.
+    pub fn set(&self, ms: u64) {
+        let delta = ms as i64 - self.now_ms() as i64;
+        self.jump(delta);
+    }
+
+    fn followed_ms(&self) -> u64 {
+        self.base_ms + self.origin.elapsed().as_millis() as u64
     }
 }
 
@@ -74,7 +119,8 @@ impl Default for VirtualClock {
 
 impl Clock for VirtualClock {
     fn now_ms(&self) -> u64 {
-        self.base_ms + self.origin.elapsed().as_millis() as u64
+        let offset = self.offset_ms.load(Ordering::SeqCst);
+        (self.followed_ms() as i64 + offset).max(0) as u64
     }
 }
 
@@ -250,6 +296,18 @@ where
     F: FnOnce(Arc<VirtualClock>) -> Fut,
     Fut: Future<Output = ()>,
 {
+    run_case_virtual_within(CASE_TIMEOUT, make_case);
+}
+
+/// [`run_case_virtual`] with a longer bound, for cases that let hours of
+/// virtual time pass (a DST transition). Costs nothing when a broker
+/// hangs: with every task waiting, tokio's paused clock jumps straight to
+/// the bound.
+pub fn run_case_virtual_within<F, Fut>(timeout: Duration, make_case: F)
+where
+    F: FnOnce(Arc<VirtualClock>) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
@@ -257,12 +315,11 @@ where
         .unwrap_or_else(|e| panic!("cannot build a tokio runtime: {e}"));
     runtime.block_on(async {
         let clock = Arc::new(VirtualClock::new());
-        let shared: Arc<dyn Clock> = clock.clone();
-        CASE_CLOCK.with(|c| *c.borrow_mut() = Some(shared));
-        let outcome = tokio::time::timeout(CASE_TIMEOUT, make_case(clock)).await;
+        CASE_CLOCK.with(|c| *c.borrow_mut() = Some(clock.clone()));
+        let outcome = tokio::time::timeout(timeout, make_case(clock)).await;
         CASE_CLOCK.with(|c| *c.borrow_mut() = None);
         if outcome.is_err() {
-            panic!("case did not finish within {CASE_TIMEOUT:?} of virtual time");
+            panic!("case did not finish within {timeout:?} of virtual time");
         }
     });
 }

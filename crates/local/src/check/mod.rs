@@ -118,7 +118,7 @@ const RESTORE: &str = "restore the data directory from a backup";
 
 /// Keyspace ids are given by fjall in creation order, which `Store::open`
 /// fixes (pinned by a test).
-const KEYSPACES: [&str; 7] = [
+const KEYSPACES: [&str; 8] = [
     "fjall catalogue",
     "meta",
     "queues",
@@ -126,6 +126,7 @@ const KEYSPACES: [&str; 7] = [
     "payloads",
     "due",
     "pinned",
+    "schedules",
 ];
 
 fn keyspace_name(id: u64) -> &'static str {
@@ -142,6 +143,7 @@ fn keyspace_holds(id: u64) -> &'static str {
         "payloads" => "message payloads",
         "due" => "the due-time index of scheduled messages",
         "pinned" => "the index of leased and dead messages",
+        "schedules" => "recurring schedules (definition, revision, cursor)",
         _ => "an unknown keyspace",
     }
 }

@@ -1,7 +1,8 @@
 //! The conformance cases: one `pub async fn` per semantic rule (or a few
 //! closely related rules), each taking a fresh broker and panicking with a
 //! clear message on a violation. `conformance_tests!` runs the HTTP-visible
-//! ones, `conformance_tests_extended!` the rest. docs/conformance.md lists
+//! ones, `conformance_tests_extended!` the rest; the recurring-schedule
+//! cases have their own two macros. docs/conformance.md lists
 //! them with the choices made where api.md leaves room.
 //!
 //! Each case uses queue names unique to it and to the run, and assumes
@@ -13,6 +14,9 @@ mod extended;
 mod ids;
 mod lifecycle;
 mod queues;
+mod schedule_support;
+mod schedules;
+mod schedules_wall;
 mod scheduling;
 
 pub use consuming::*;
@@ -21,4 +25,6 @@ pub use extended::*;
 pub use ids::*;
 pub use lifecycle::*;
 pub use queues::*;
+pub use schedules::*;
+pub use schedules_wall::*;
 pub use scheduling::*;
