@@ -57,7 +57,6 @@ Section: net
 Priority: optional
 Installed-Size: $installed_kb
 Depends: libc6, passwd
-Homepage: https://github.com/delayd/delayd
 Description: durable delayed-message service
  delayd schedules messages for later delivery and delivers each once, on
  time: an HTTP API with leases, retries and dead letters, push delivery
