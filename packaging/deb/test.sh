@@ -10,6 +10,7 @@ source scripts/lib.sh
 
 target_dir="${CARGO_TARGET_DIR:-target}"
 binary="${1:-$target_dir/debug/delayd}"
+[ -x "$binary" ] || { echo "packaging/deb/test.sh: no delayd binary at $binary (cargo build -p delayd)" >&2; exit 1; }
 scratch="$(mktemp -d)"
 server_pid=""
 cleanup() {
