@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the external programs the test suite talks to, when missing:
 # redis-server/redis-cli (RedisBroker tests), the Python beanstalkd client
-# greenstalk (interoperability test), Python's venv module and dpkg-deb.
+# greenstalk (interoperability test), Python's venv module, dpkg-deb and
+# openssl.
 # Idempotent and quiet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,10 @@ if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
 fi
 if ! command -v dpkg-deb >/dev/null 2>&1; then
   apt_install dpkg
+fi
+# The Python client's TLS test makes its certificate with openssl.
+if ! command -v openssl >/dev/null 2>&1; then
+  apt_install openssl
 fi
 
 if ! python3 -c 'import greenstalk' >/dev/null 2>&1; then

@@ -50,19 +50,20 @@ class Server:
         return self.proc.wait(timeout=15)
 
 
-def start_server(data: Path, log: Path, extra: Optional[List[str]] = None) -> Server:
-    """Starts ``delayd serve`` and waits until it answers ``/readyz``."""
+def start_server(data: Path, log: Path, extra: Optional[List[str]] = None, scheme: str = "http") -> Server:
+    """Starts ``delayd serve`` and waits until it answers ``/readyz``
+    (``scheme="https"`` when ``extra`` has ``--tls-cert``/``--tls-key``)."""
     for _ in range(3):  # a free port can be taken between probe and bind
         port = free_port()
         args = [delayd_bin(), "serve", "--http", f"127.0.0.1:{port}", "--beanstalk", "off"]
         args += ["--data", str(data), "--disk-reserve", "0"] + (extra or [])
         out = open(log, "ab")
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
+        url = f"{scheme}://127.0.0.1:{port}"
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                if httpx.get(url + "/readyz", timeout=1, verify=False).status_code == 200:
                     return Server(url, data, proc, log)
             except httpx.HTTPError:
                 pass

@@ -15,6 +15,7 @@ Retry rules:
 from __future__ import annotations
 
 import random
+import ssl
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Union
 
@@ -47,6 +48,17 @@ class RetryPolicy:
 
 DEFAULT_RETRY = RetryPolicy()
 NO_RETRY = RetryPolicy(attempts=1)
+
+
+TlsVerify = Union[bool, str, ssl.SSLContext]
+"""``True`` (the system's CAs), ``False`` (no check: tests only), a CA
+bundle's path (a self-signed or private CA), or an ``ssl.SSLContext``."""
+
+
+def ssl_verify(verify: TlsVerify) -> Union[bool, ssl.SSLContext]:
+    if isinstance(verify, str):
+        return ssl.create_default_context(cafile=verify)
+    return verify
 
 
 def default_headers(token: Optional[str]) -> Dict[str, str]:

@@ -16,11 +16,13 @@ from ._ops import BatchResult, Duration, EnqueueItem, Instant
 from ._transport import (
     DEFAULT_RETRY,
     RetryPolicy,
+    TlsVerify,
     build_request,
     check,
     default_headers,
     retryable_exception,
     retryable_status,
+    ssl_verify,
     transport_error,
 )
 from .aio_worker import AsyncConsumer, AsyncDelivery, run_async_workers
@@ -34,7 +36,8 @@ class AsyncClient:
     ``base_url``: e.g. ``http://127.0.0.1:7070``. ``token``: the bearer token
     when the server runs with ``--token``. ``timeout``: seconds per request
     (lease calls add their wait). ``http2=True`` needs ``pip install
-    delayd[http2]``. ``httpx_client`` replaces the pool (its base URL and
+    delayd[http2]``. ``verify``: ``True`` (system CAs), a CA bundle path, an
+    ``ssl.SSLContext`` or ``False``. ``httpx_client`` replaces the pool (its base URL and
     headers are used as given).
     """
 
@@ -46,12 +49,17 @@ class AsyncClient:
         timeout: float = 10.0,
         retry: RetryPolicy = DEFAULT_RETRY,
         http2: bool = False,
+        verify: TlsVerify = True,
         httpx_client: Optional[httpx.AsyncClient] = None,
     ) -> None:
         self.timeout = timeout
         self.retry = retry
         self._http = httpx_client or httpx.AsyncClient(
-            base_url=base_url, headers=default_headers(token), timeout=timeout, http2=http2
+            base_url=base_url,
+            headers=default_headers(token),
+            timeout=timeout,
+            http2=http2,
+            verify=ssl_verify(verify),
         )
 
     async def aclose(self) -> None:

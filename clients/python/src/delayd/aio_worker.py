@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Deque
 
 from ._ops import Duration, to_ms
 from .errors import DelaydError, LeaseMismatch, MessageNotFound
-from .models import LeasedMessage
+from .models import LeasedMessage, LeasedView
 
 if TYPE_CHECKING:
     from .aio import AsyncQueue
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("delayd.worker")
 
 
-class AsyncDelivery:
+class AsyncDelivery(LeasedView):
     """A leased message in an async worker's hands; see ``delayd.Delivery``."""
 
     def __init__(self, queue: "AsyncQueue", message: LeasedMessage) -> None:
@@ -37,16 +37,6 @@ class AsyncDelivery:
         self.renewed = time.monotonic()
         self.done = False
         self.lost = False
-
-    id = property(lambda self: self.message.id)
-    lease_id = property(lambda self: self.message.lease_id)
-    payload = property(lambda self: self.message.payload)
-    headers = property(lambda self: self.message.headers)
-    attempt = property(lambda self: self.message.attempt)
-    text = property(lambda self: self.message.text)
-
-    def json(self) -> Any:
-        return self.message.json()
 
     def __repr__(self) -> str:
         return f"AsyncDelivery(id={self.id!r}, attempt={self.attempt}, done={self.done})"

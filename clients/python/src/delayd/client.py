@@ -19,11 +19,13 @@ from ._ops import BatchResult, Duration, EnqueueItem, Instant
 from ._transport import (
     DEFAULT_RETRY,
     RetryPolicy,
+    TlsVerify,
     build_request,
     check,
     default_headers,
     retryable_exception,
     retryable_status,
+    ssl_verify,
     transport_error,
 )
 from .worker import Consumer, Delivery, run_workers
@@ -37,7 +39,8 @@ class Client:
     ``base_url``: e.g. ``http://127.0.0.1:7070``. ``token``: the bearer token
     when the server runs with ``--token``. ``timeout``: seconds per request
     (lease calls add their wait). ``http2=True`` needs ``pip install
-    delayd[http2]``. ``httpx_client`` replaces the pool (its base URL and
+    delayd[http2]``. ``verify``: ``True`` (system CAs), a CA bundle path, an
+    ``ssl.SSLContext`` or ``False``. ``httpx_client`` replaces the pool (its base URL and
     headers are used as given).
     """
 
@@ -49,12 +52,17 @@ class Client:
         timeout: float = 10.0,
         retry: RetryPolicy = DEFAULT_RETRY,
         http2: bool = False,
+        verify: TlsVerify = True,
         httpx_client: Optional[httpx.Client] = None,
     ) -> None:
         self.timeout = timeout
         self.retry = retry
         self._http = httpx_client or httpx.Client(
-            base_url=base_url, headers=default_headers(token), timeout=timeout, http2=http2
+            base_url=base_url,
+            headers=default_headers(token),
+            timeout=timeout,
+            http2=http2,
+            verify=ssl_verify(verify),
         )
 
     def close(self) -> None:

@@ -329,3 +329,46 @@ class Schedule:
             next_fire_at=_opt_int(obj, "next_fire_at"),
             next_fires=[int(t) for t in obj.get("next_fires") or []],
         )
+
+
+class LeasedView:
+    """The fields of a held :class:`LeasedMessage`, for the worker's
+    delivery objects (which add ack, nack and extend)."""
+
+    message: LeasedMessage
+
+    @property
+    def id(self) -> str:
+        return self.message.id
+
+    @property
+    def lease_id(self) -> str:
+        return self.message.lease_id
+
+    @property
+    def attempt(self) -> int:
+        """1 for the first delivery."""
+        return self.message.attempt
+
+    @property
+    def payload(self) -> bytes:
+        return self.message.payload
+
+    @property
+    def text(self) -> str:
+        return self.message.text
+
+    @property
+    def headers(self) -> Dict[str, str]:
+        return self.message.headers
+
+    @property
+    def deliver_at(self) -> int:
+        return self.message.deliver_at
+
+    @property
+    def priority(self) -> int:
+        return self.message.priority
+
+    def json(self) -> Any:
+        return self.message.json()

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Deque, Iterator, List, Optional
 from . import _stop
 from ._ops import Duration, to_ms
 from .errors import DelaydError, LeaseMismatch, MessageNotFound
-from .models import LeasedMessage
+from .models import LeasedMessage, LeasedView
 
 if TYPE_CHECKING:
     from .client import Queue
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("delayd.worker")
 
 
-class Delivery:
+class Delivery(LeasedView):
     """A leased message in a worker's hands: the message's fields plus
     ``ack``, ``nack`` and ``extend``. Settling twice is a no-op."""
 
@@ -44,16 +44,6 @@ class Delivery:
         self.done = False
         self.lost = False
         self._lock = threading.Lock()
-
-    id = property(lambda self: self.message.id)
-    lease_id = property(lambda self: self.message.lease_id)
-    payload = property(lambda self: self.message.payload)
-    headers = property(lambda self: self.message.headers)
-    attempt = property(lambda self: self.message.attempt)
-    text = property(lambda self: self.message.text)
-
-    def json(self) -> Any:
-        return self.message.json()
 
     def __repr__(self) -> str:
         return f"Delivery(id={self.id!r}, attempt={self.attempt}, done={self.done})"
