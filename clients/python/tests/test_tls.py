@@ -6,12 +6,11 @@ from __future__ import annotations
 import asyncio
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
+from conftest import start_server
 
 import delayd
-from conftest import start_server
 
 
 @pytest.fixture(scope="module")
