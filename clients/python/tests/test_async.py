@@ -60,7 +60,7 @@ def test_async_consume_and_nack_on_raise(server) -> None:  # type: ignore[no-unt
     async def scenario() -> None:
         async with delayd.AsyncClient(server.url) as client:
             q = client.queue(f"async/{uuid.uuid4().hex[:8]}")
-            await q.put(lease=1.0, retry=delayd.Retry(initial_ms=50, max_ms=50, multiplier=1.0))
+            await q.put(lease=1.5, retry=delayd.Retry(initial_ms=50, max_ms=50, multiplier=1.0))
             await q.enqueue_many(["slow", "boom"])
             seen = []
             with pytest.raises(RuntimeError):
@@ -68,7 +68,7 @@ def test_async_consume_and_nack_on_raise(server) -> None:  # type: ignore[no-unt
                     async for msg in consumer:
                         seen.append(msg.text)
                         if msg.text == "slow":
-                            await asyncio.sleep(2.5)  # the lease is extended meanwhile
+                            await asyncio.sleep(3.5)  # over 2 leases: extended meanwhile
                         else:
                             raise RuntimeError("boom")
             assert seen == ["slow", "boom"]
@@ -96,7 +96,7 @@ def test_async_work_concurrency_and_stop(server) -> None:  # type: ignore[no-unt
             t0 = time.monotonic()
             await q.work(handler, concurrency=8, wait=20, stop_on_signal=False, stop_event=stop)
             # Concurrent, and the stop cancelled the other workers' 20 s long polls.
-            assert time.monotonic() - t0 < 2
+            assert time.monotonic() - t0 < 10
             assert sorted(done) == [str(i) for i in range(8)]
             stats = (await q.info()).stats
             assert (stats.ready, stats.leased) == (0, 0)

@@ -53,10 +53,10 @@ def test_leases_not_yet_handed_out_are_released_on_stop(queue: delayd.Queue) -> 
 
 
 def test_lease_is_extended_while_the_handler_runs(queue: delayd.Queue) -> None:
-    queue.put(lease=1.0)
+    queue.put(lease=1.5)
     queue.enqueue("slow", id="s")
     for msg in queue.consume(wait=1, stop_on_signal=False):
-        time.sleep(2.5)  # 2.5 leases: without extension it would expire
+        time.sleep(3.5)  # over 2 leases: without extension it would expire
         msg.ack()  # raises LeaseMismatch if the lease was lost
         break
     with pytest.raises(delayd.MessageNotFound):
@@ -83,10 +83,8 @@ def test_work_runs_handlers_concurrently(queue: delayd.Queue) -> None:
         if msg.text == "fail":
             raise ValueError("nacked")
 
-    t0 = time.monotonic()
     queue.work(handler, concurrency=4, wait=0.5, stop_on_signal=False, stop_event=stop)
-    assert len(done) == 9 and peak[0] >= 3
-    assert time.monotonic() - t0 < 2.0  # 9 x 0.2 s serially would be 1.8 s plus polling
+    assert len(done) == 9 and peak[0] >= 3  # handlers overlapped
     assert [m.id for m in queue.dead()] != [] and queue.dead()[0].text == "fail"
     assert queue.info().stats.ready == 0
 
@@ -139,4 +137,4 @@ def test_sigterm_interrupts_an_idle_long_poll(queue: delayd.Queue, server, tmp_p
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=10)
     assert proc.returncode == 0 and out.split() == ["stopped"]
-    assert time.monotonic() - t0 < 3  # not the 20 s wait
+    assert time.monotonic() - t0 < 8  # not the 20 s wait
