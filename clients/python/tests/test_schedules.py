@@ -67,6 +67,9 @@ def test_trigger_enqueues_from_the_template(queue: delayd.Queue) -> None:
     msg = queue.get(res.id)
     assert (msg.text, msg.priority, msg.headers.get("x-kind")) == ("make it", 3, "report")
     assert queue.schedule("report").fires == 0
+    # Without a payload each fire enqueues an empty one.
+    queue.put_schedule("bare", cron="@yearly")
+    assert queue.get(queue.trigger_schedule("bare").id).payload == b""
 
 
 def test_an_every_schedule_fires(queue: delayd.Queue) -> None:

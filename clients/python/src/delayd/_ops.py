@@ -321,7 +321,7 @@ def put_schedule(
     queue: str,
     id: str,
     *,
-    payload: m.PayloadLike,
+    payload: Optional[m.PayloadLike] = None,
     cron: Optional[str] = None,
     every: Optional[Duration] = None,
     tz: Optional[str] = None,
@@ -338,12 +338,16 @@ def put_schedule(
     paused: Optional[bool] = None,
 ) -> Call[m.Schedule]:
     route = ROUTES["put_schedule"]
-    message: Dict[str, Any] = {
-        "priority": priority,
-        "headers": dict(headers) if headers else None,
-        "max_attempts": max_attempts,
-    }
-    message.update(m.payload_fields(payload))
+    message: Optional[Dict[str, Any]] = None
+    if payload is not None or priority is not None or headers or max_attempts is not None:
+        # Without a `message` the server fires an empty payload.
+        fields: Dict[str, Any] = {
+            "priority": priority,
+            "headers": dict(headers) if headers else None,
+            "max_attempts": max_attempts,
+        }
+        fields.update(m.payload_fields("" if payload is None else payload))
+        message = route.check_nested("message", fields)
     body = route.body(
         cron=cron,
         every_ms=to_ms(every),
@@ -351,7 +355,7 @@ def put_schedule(
         start_at=to_epoch_ms(start_at),
         end_at=to_epoch_ms(end_at),
         max_fires=max_fires,
-        message=route.check_nested("message", message),
+        message=message,
         catchup=catchup,
         catchup_window_ms=to_ms(catchup_window),
         overlap=overlap,

@@ -259,7 +259,7 @@ class AsyncQueue:
     async def put_schedule(
         self,
         id: str,
-        payload: m.PayloadLike,
+        payload: Optional[m.PayloadLike] = None,
         *,
         cron: Optional[str] = None,
         every: Optional[Duration] = None,
@@ -277,7 +277,8 @@ class AsyncQueue:
         paused: Optional[bool] = None,
     ) -> m.Schedule:
         """Creates or replaces schedule ``id`` (``cron`` or ``every``
-        seconds); the same definition again changes nothing."""
+        seconds); each fire enqueues ``payload`` (default: empty). The same
+        definition again changes nothing."""
         return await self._run(
             ops.put_schedule(
                 self.name,

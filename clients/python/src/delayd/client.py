@@ -260,7 +260,7 @@ class Queue:
     def put_schedule(
         self,
         id: str,
-        payload: m.PayloadLike,
+        payload: Optional[m.PayloadLike] = None,
         *,
         cron: Optional[str] = None,
         every: Optional[Duration] = None,
@@ -278,7 +278,8 @@ class Queue:
         paused: Optional[bool] = None,
     ) -> m.Schedule:
         """Creates or replaces schedule ``id`` (``cron`` or ``every``
-        seconds); the same definition again changes nothing."""
+        seconds); each fire enqueues ``payload`` (default: empty). The same
+        definition again changes nothing."""
         return self._run(
             ops.put_schedule(
                 self.name,
