@@ -108,6 +108,12 @@ impl ScheduleMessageBody {
         }
     }
 
+    /// An empty payload with the defaults: the `message` of a `PUT` that
+    /// gives none.
+    pub fn empty() -> Self {
+        Self::new("")
+    }
+
     pub fn priority(mut self, priority: u32) -> Self {
         self.priority = Some(priority);
         self
@@ -125,9 +131,9 @@ impl ScheduleMessageBody {
 }
 
 /// `PUT /v1/queues/{queue}/schedules/{id}`: exactly one of `cron` and
-/// `every_ms`, and the `message`; every other field takes its default when
-/// left out (`start_at`: the creating request's time, or the current one on
-/// a replace).
+/// `every_ms`; every other field takes its default when left out
+/// (`message`: an empty payload; `start_at`: the time of the creating
+/// request, or the current one on a replace).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
@@ -151,6 +157,8 @@ pub struct SchedulePutBody {
     /// No fire after this many fires (at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_fires: Option<u64>,
+    /// What each fire enqueues; absent: an empty payload with the defaults.
+    #[serde(default = "ScheduleMessageBody::empty")]
     pub message: ScheduleMessageBody,
     /// `latest` (default) or `all`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -269,7 +277,7 @@ pub struct ScheduleMessage {
 /// The schedule object (`PUT`, `GET`, pause, resume, the list): the
 /// definition with its defaults filled in, and where the schedule stands.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = ScheduleDto))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Schedule {
     pub id: String,
     pub queue: String,
@@ -380,6 +388,14 @@ mod tests {
         assert!(serde_json::from_value::<SchedulePutBody>(with_delay).is_err());
         let bad_mode = json!({"every_ms": 1000, "message": {"payload": ""}, "catchup": "some"});
         assert!(serde_json::from_value::<SchedulePutBody>(bad_mode).is_err());
+    }
+
+    #[test]
+    fn message_defaults_to_an_empty_payload() {
+        let body: SchedulePutBody = serde_json::from_value(json!({"every_ms": 1000})).unwrap();
+        assert_eq!(body.message, ScheduleMessageBody::new(""));
+        let no_payload = json!({"every_ms": 1000, "message": {"priority": 1}});
+        assert!(serde_json::from_value::<SchedulePutBody>(no_payload).is_err());
     }
 
     #[test]

@@ -223,7 +223,7 @@ async fn delete(args: ScheduleArg) -> anyhow::Result<()> {
     let client = args.conn.client()?;
     client.delete_schedule(&args.queue, &args.id).await?;
     if args.conn.json {
-        return print_json(&json!({ "deleted": args.id }));
+        return print_json(&json!({ "queue": args.queue, "id": args.id, "deleted": true }));
     }
     outln!("deleted schedule {}", args.id)?;
     Ok(())

@@ -135,6 +135,12 @@ fn schedule_lifecycle_in_text_and_json() {
 
     let deleted = expect_ok(&delayd_cli(&url, &["schedule", "delete", "jobs", "beat"]));
     assert_eq!(deleted.trim(), "deleted schedule beat");
+    let json = ["schedule", "delete", "jobs", "nightly", "--json"];
+    let deleted = expect_json(&delayd_cli(&url, &json));
+    assert_eq!(
+        deleted,
+        serde_json::json!({"queue": "jobs", "id": "nightly", "deleted": true})
+    );
     let gone = delayd_cli(&url, &["schedule", "get", "jobs", "beat", "--json"]);
     assert_eq!(gone.status.code(), Some(1));
     let error: Value = serde_json::from_slice(&gone.stderr).expect("JSON error on stderr");

@@ -222,6 +222,18 @@ async fn preview_computes_fire_times() {
         .await
         .expect("preview");
     assert_eq!(summer, [jul_1_2026 + 7 * hour]);
+    // docs/api.md's example.
+    let new_york = PreviewBody {
+        cron: Some("0 9 * * MON-FRI".into()),
+        tz: Some("America/New_York".into()),
+        start_at: Some(jan_1_2026),
+        count: Some(3),
+        ..PreviewBody::default()
+    };
+    assert_eq!(
+        client.preview_schedule(&new_york).await.expect("preview"),
+        [1_767_276_000_000, 1_767_362_400_000, 1_767_621_600_000]
+    );
     let default_count = PreviewBody {
         cron: Some("@hourly".into()),
         ..PreviewBody::default()

@@ -1,7 +1,7 @@
 //! The conformance suite (the HTTP-visible rules) run through the whole
 //! stack: `HttpBroker` -> client -> HTTP -> server -> broker, once over the
-//! reference model and once over LocalBroker; the schedule cases over the
-//! model.
+//! reference model and once over LocalBroker; the schedule cases over
+//! both, on a virtual clock.
 
 mod common;
 
@@ -66,4 +66,25 @@ mod local {
     }
 
     delayd_core::conformance_tests!(fresh());
+
+    /// The schedule cases over LocalBroker on the virtual clock (its
+    /// directory lives as long as the broker, through the shutdown hook).
+    mod schedules {
+        use std::sync::Arc;
+
+        use delayd_core::testkit::support::VirtualClock;
+        use delayd_core::Broker;
+        use delayd_local::{Durability, LocalBroker, LocalConfig};
+
+        async fn fresh(clock: Arc<VirtualClock>) -> Arc<dyn Broker> {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut config = LocalConfig::new(dir.path());
+            config.clock = clock;
+            config.durability = Durability::Never;
+            let broker = LocalBroker::open(config).await.expect("open LocalBroker");
+            super::super::over_http(Arc::new(broker), dir).await
+        }
+
+        delayd_core::conformance_tests_schedules!(virtual_time | clock | fresh(clock));
+    }
 }

@@ -774,7 +774,6 @@ fn schedule_cases() -> Vec<FieldCase> {
             json!({"every_ms": 1000, "max_fires": 0, "message": msg}),
             "max_fires",
         ),
-        field_case("no message", put, json!({"every_ms": 1000}), "message"),
         field_case(
             "message without payload",
             put,

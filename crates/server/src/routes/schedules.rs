@@ -52,21 +52,19 @@ pub async fn put_schedule(
     SchedulePath(queue, id): SchedulePath,
     StrictJson(body): StrictJson<SchedulePutBody>,
 ) -> ApiResult<(StatusCode, Json<Schedule>)> {
-    let limits = state.limits();
-    // Checked before the broker is asked anything, so a refused body is a
-    // 400 whatever the backend.
-    let mut definition = convert::definition(body.clone(), None, &limits)?;
-    if body.start_at.is_none() {
-        // A replacing PUT without `start_at` keeps the current one.
-        match state.broker.get_schedule(&queue, &id).await {
-            Ok(current) => {
-                let start_at = Some(current.definition.start_at);
-                definition = convert::definition(body, start_at, &limits)?;
-            }
-            Err(BrokerError::QueueNotFound(_) | BrokerError::ScheduleNotFound { .. }) => {}
+    // A replacing PUT without `start_at` keeps the current one, which the
+    // checks need too (`end_at` must be after it). Read, then put: a
+    // schedule created in between by another request is replaced with
+    // `start_at` = now, as if this request had come first.
+    let current_start_at = match body.start_at {
+        Some(_) => None,
+        None => match state.broker.get_schedule(&queue, &id).await {
+            Ok(current) => Some(current.definition.start_at),
+            Err(BrokerError::QueueNotFound(_) | BrokerError::ScheduleNotFound { .. }) => None,
             Err(err) => return Err(err.into()),
-        }
-    }
+        },
+    };
+    let definition = convert::definition(body, current_start_at, &state.limits())?;
     let (upsert, record) = state
         .broker
         .put_schedule(&queue, &id, definition, state.enqueue_options())
