@@ -197,6 +197,38 @@ test('redrive a dead message', async () => {
   await page.close();
 });
 
+test('schedules: next fires in both zones, pause, resume, trigger, fired messages', async () => {
+  const queue = `${QUEUE}-sched`;
+  await call('PUT', `/v1/queues/${queue}/schedules/nightly`, {
+    cron: '30 2 * * *', tz: 'Australia/Lord_Howe', message: { payload: 'nightly run' },
+  });
+  const page = await newPage();
+  await page.goto(`${BASE}/ui/#/queues/${encodeURIComponent(queue)}`);
+  const row = page.locator('tr[data-schedule="nightly"]');
+  await row.waitFor();
+  const zoned = row.locator('td[data-test="next-zone"] li');
+  assert.equal(await zoned.count(), 5, 'the next five fire times');
+  assert.match(await zoned.first().textContent(), /02:30:00/, 'shown in the schedule zone');
+  const schedule = await call('GET', `/v1/queues/${queue}/schedules/nightly`);
+  const viewerTime = await page.evaluate((t) => new Date(t).toLocaleTimeString(undefined, { hour12: false, hour: '2-digit', minute: '2-digit', second: '2-digit' }), schedule.next_fires[0]);
+  assert.ok((await row.locator('td[data-test="next-local"] li').first().textContent()).includes(viewerTime), 'and in the viewer zone');
+  await shot(page, 'schedules.png');
+
+  await row.locator('button[data-action="schedule-pause"]').click();
+  await page.locator('tr[data-schedule="nightly"] [data-test="schedule-state"]', { hasText: 'paused' }).waitFor();
+  assert.equal((await call('GET', `/v1/queues/${queue}/schedules/nightly`)).paused, true);
+  await page.locator('tr[data-schedule="nightly"] button[data-action="schedule-resume"]').click();
+  await page.locator('tr[data-schedule="nightly"] [data-test="schedule-state"]', { hasText: 'active' }).waitFor();
+
+  await page.locator('tr[data-schedule="nightly"] button[data-action="schedule-trigger"]').click();
+  await page.locator('tr[data-schedule="nightly"] button[data-action="schedule-messages"]').click();
+  const fired = page.locator('[data-test="fired"] tr[data-fired^="nightly:manual:"]');
+  await fired.waitFor();
+  assert.equal(await fired.count(), 1, 'the triggered message is listed');
+  await call('DELETE', `/v1/queues/${queue}`);
+  await page.close();
+});
+
 test('reschedule and cancel from the message list', async () => {
   const page = await newPage();
   await page.goto(`${BASE}/ui/#/queues/${QUEUE}`);

@@ -58,8 +58,6 @@
 //! assert_eq!(first.payload, Payload::Binary(vec![0xff, 0x00]));
 //! ```
 
-#![forbid(unsafe_code)]
-
 pub mod consume;
 pub mod dashboard;
 pub mod dead;

@@ -1,6 +1,8 @@
 //! Queues: the `PUT /v1/queues/{queue}` body and the queue object that
 //! `PUT`, `GET`, pause and resume answer with.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::nullable;
@@ -80,6 +82,10 @@ pub struct PushBody {
     /// HMAC-SHA256 key for `delayd-signature`; never returned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
+    /// Sent with every push request (credentials such as `Authorization`),
+    /// up to 16; never returned (`headers_set` names them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
 }
 
 /// The queue object: `{name, config, paused, stats}`.
@@ -129,6 +135,11 @@ pub struct PushView {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(required = true))]
     pub secret_set: bool,
+    /// The names of the push headers configured (their values are never
+    /// returned).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub headers_set: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

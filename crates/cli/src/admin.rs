@@ -219,6 +219,10 @@ pub struct QueueSetArgs {
     /// Sign pushes with HMAC-SHA256 under this secret.
     #[arg(long, requires = "push_url", value_name = "SECRET")]
     push_secret: Option<String>,
+    /// Send this header with every push request, as `NAME: VALUE` (for
+    /// example `Authorization: Bearer ...`); repeatable, up to 16.
+    #[arg(long, requires = "push_url", value_name = "NAME: VALUE", value_parser = parse_header)]
+    push_header: Vec<(String, String)>,
     /// Remove the push target: consumers lease instead.
     #[arg(long)]
     no_push: bool,
@@ -288,7 +292,21 @@ fn push_change(args: &QueueSetArgs) -> Option<Option<PushSpec>> {
         timeout_ms: args.push_timeout.map(millis),
         concurrency: args.push_concurrency,
         secret: args.push_secret.clone(),
+        headers: (!args.push_header.is_empty()).then(|| args.push_header.iter().cloned().collect()),
     }))
+}
+
+/// `NAME: VALUE` (or `NAME=VALUE`) as a header pair.
+fn parse_header(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once(':')
+        .or_else(|| text.split_once('='))
+        .ok_or_else(|| format!("expected NAME: VALUE, got {text:?}"))?;
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(format!("empty header name in {text:?}"));
+    }
+    Ok((name.to_owned(), value.trim().to_owned()))
 }
 
 #[derive(Debug, Args)]

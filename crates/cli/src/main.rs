@@ -28,8 +28,6 @@
 //! (clap's own code), 3 the server could not be reached, 141 stdout was
 //! closed by its reader (`delayd queues | head -1`).
 
-#![forbid(unsafe_code)]
-
 mod admin;
 mod bench;
 mod check;

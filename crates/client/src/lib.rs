@@ -35,8 +35,6 @@
 //! # }
 //! ```
 
-#![forbid(unsafe_code)]
-
 #[cfg(feature = "broker")]
 mod broker;
 pub mod client;

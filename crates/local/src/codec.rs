@@ -82,17 +82,95 @@ impl QueueRecord {
     }
 }
 
-pub(crate) fn encode_record<T: Serialize>(record: &T) -> Result<Vec<u8>, StoreError> {
-    let out = vec![RECORD_VERSION];
+/// A record kind stored behind a version byte. A kind whose fields change
+/// bumps its own `VERSION` and reads the older layouts in `upgrade`, so a
+/// store written by an older delayd opens without a migration step.
+pub(crate) trait Record: Serialize + for<'de> Deserialize<'de> {
+    const VERSION: u8 = RECORD_VERSION;
+
+    /// Decodes `bytes` written at an older `version` (after the version
+    /// byte); `None` when that version is unknown.
+    fn upgrade(version: u8, bytes: &[u8]) -> Option<Result<Self, StoreError>> {
+        let _ = (version, bytes);
+        None
+    }
+}
+
+impl Record for MessageRecord {}
+impl Record for StoredCounts {}
+
+/// Version 2 added `push.headers`.
+impl Record for QueueRecord {
+    const VERSION: u8 = 2;
+
+    fn upgrade(version: u8, bytes: &[u8]) -> Option<Result<Self, StoreError>> {
+        (version == 1).then(|| postcard_decode::<QueueRecordV1>(bytes).map(QueueRecord::from))
+    }
+}
+
+/// [`QueueRecord`] as version 1 stored it: push targets without headers.
+#[derive(Deserialize)]
+struct QueueRecordV1 {
+    config: QueueConfigV1,
+    paused_until: Option<u64>,
+    counts: StoredCounts,
+}
+
+#[derive(Deserialize)]
+struct QueueConfigV1 {
+    lease_ms: u64,
+    max_attempts: u32,
+    retry: delayd_core::RetryPolicy,
+    push: Option<PushConfigV1>,
+}
+
+#[derive(Deserialize)]
+struct PushConfigV1 {
+    url: String,
+    timeout_ms: u64,
+    concurrency: u32,
+    secret: Option<String>,
+}
+
+impl From<QueueRecordV1> for QueueRecord {
+    fn from(old: QueueRecordV1) -> Self {
+        let push = old.config.push.map(|push| delayd_core::PushConfig {
+            url: push.url,
+            timeout_ms: push.timeout_ms,
+            concurrency: push.concurrency,
+            secret: push.secret,
+            headers: BTreeMap::new(),
+        });
+        QueueRecord {
+            config: QueueConfig {
+                lease_ms: old.config.lease_ms,
+                max_attempts: old.config.max_attempts,
+                retry: old.config.retry,
+                push,
+            },
+            paused_until: old.paused_until,
+            counts: old.counts,
+        }
+    }
+}
+
+fn postcard_decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, StoreError> {
+    postcard::from_bytes(bytes).map_err(|e| StoreError::Corrupt(format!("decode: {e}")))
+}
+
+pub(crate) fn encode_record<T: Record>(record: &T) -> Result<Vec<u8>, StoreError> {
+    let out = vec![T::VERSION];
     postcard::to_extend(record, out).map_err(|e| StoreError::Corrupt(format!("encode: {e}")))
 }
 
-pub(crate) fn decode_record<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, StoreError> {
+pub(crate) fn decode_record<T: Record>(bytes: &[u8]) -> Result<T, StoreError> {
     match bytes.split_first() {
-        Some((&RECORD_VERSION, rest)) => {
-            postcard::from_bytes(rest).map_err(|e| StoreError::Corrupt(format!("decode: {e}")))
-        }
-        Some((v, _)) => Err(StoreError::Corrupt(format!("unknown record version {v}"))),
+        Some((&version, rest)) if version == T::VERSION => postcard_decode(rest),
+        Some((&version, rest)) => T::upgrade(version, rest).unwrap_or_else(|| {
+            Err(StoreError::Corrupt(format!(
+                "unknown record version {version}"
+            )))
+        }),
         None => Err(StoreError::Corrupt("empty record".into())),
     }
 }
@@ -311,6 +389,7 @@ b0ba97ffbc3101024c31000100000301016b0176";
                     timeout_ms: 5_000,
                     concurrency: 16,
                     secret: Some("s".into()),
+                    headers: BTreeMap::from([("authorization".into(), "Bearer t".into())]),
                 }),
             },
             paused_until: Some(u64::MAX),
@@ -330,9 +409,30 @@ b0ba97ffbc3101024c31000100000301016b0176";
         assert_eq!(hex(&bytes), QUEUE);
     }
 
-    /// version 01, lease_ms 30000, max_attempts 10, retry (1000, 3600000,
-    /// 2.0 as f64 LE), push Some(url, 5000, 16, secret Some("s")),
-    /// paused_until Some(u64::MAX), counts (7, 1, 2).
-    const QUEUE: &str = "01b0ea010ae80780dddb0100000000000000400117687474703a2f2f3132372e302e\
+    /// A store written before push headers existed still opens: its queue
+    /// records (version 1) read with no headers.
+    #[test]
+    fn queue_record_version_1_reads() {
+        let bytes: Vec<u8> = (0..QUEUE_V1.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&QUEUE_V1[i..i + 2], 16).expect("hex"))
+            .collect();
+        let decoded: QueueRecord = decode_record(&bytes).expect("decode");
+        let mut expected = queue();
+        if let Some(push) = expected.config.push.as_mut() {
+            push.headers.clear();
+        }
+        assert_eq!(decoded, expected);
+    }
+
+    /// version 02, lease_ms 30000, max_attempts 10, retry (1000, 3600000,
+    /// 2.0 as f64 LE), push Some(url, 5000, 16, secret Some("s"), headers
+    /// {authorization: "Bearer t"}), paused_until Some(u64::MAX), counts
+    /// (7, 1, 2).
+    const QUEUE: &str = "02b0ea010ae80780dddb0100000000000000400117687474703a2f2f3132372e302e\
+302e313a392f686f6f6b882710010173010d617574686f72697a6174696f6e08426561726572207401ffffffffffffffffff01070102";
+
+    /// The same queue as version 1 wrote it (no headers).
+    const QUEUE_V1: &str = "01b0ea010ae80780dddb0100000000000000400117687474703a2f2f3132372e302e\
 302e313a392f686f6f6b88271001017301ffffffffffffffffff01070102";
 }

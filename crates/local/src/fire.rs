@@ -60,7 +60,7 @@ impl Inner {
                 return Ok(());
             }
             Err(e) => {
-                self.retry(state, armed, queue, id, &e, now, tx);
+                self.retry(state, armed.timer, queue, id, &e, now, tx);
                 return Ok(());
             }
         };
@@ -78,7 +78,10 @@ impl Inner {
             match self.fire_step(state, &record, now, tx) {
                 Ok(next) => record = next,
                 Err(StepError::Read(e)) => {
-                    self.retry(state, armed, queue, id, &e, now, tx);
+                    // Earlier steps moved the cursor: armed for it, retried
+                    // later.
+                    state.arm_schedule(queue, id, head(&record), now, tx);
+                    self.retry(state, armed.timer, queue, id, &e, now, tx);
                     return Ok(());
                 }
                 Err(StepError::Changed(e)) => return Err(e),
@@ -140,10 +143,12 @@ impl Inner {
         clippy::too_many_arguments,
         reason = "the fire's context, passed on to re-arm its timer"
     )]
+    /// Moves the schedule's timer (`timer`) [`RETRY_MS`] on after a failed
+    /// read; the index keeps the cursor it was armed for.
     fn retry(
         &self,
         state: &mut State,
-        armed: ArmedSchedule,
+        timer: u64,
         queue: &QueueName,
         id: &ScheduleId,
         why: &dyn std::fmt::Display,
@@ -151,7 +156,7 @@ impl Inner {
         tx: &mut Tx,
     ) {
         tracing::warn!(%queue, schedule = %id, error = %why, "schedule fire failed reading the store; retrying");
-        state.timer_at(queue, id, armed.timer, now + RETRY_MS, now, tx);
+        state.timer_at(queue, id, timer, now + RETRY_MS, now, tx);
     }
 }
 

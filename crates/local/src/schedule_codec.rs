@@ -62,6 +62,8 @@ impl StoredSchedule {
     }
 }
 
+impl codec::Record for StoredSchedule {}
+
 /// `schedules` key of `(queue, id)`.
 pub(crate) fn schedule_key(queue: &QueueName, id: &ScheduleId) -> Vec<u8> {
     let mut key = codec::queue_prefix(queue);

@@ -165,15 +165,16 @@ impl State {
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<(Upsert, ScheduleRecord)> {
-        // Before the queue is created: a failed call changes nothing.
+        // Checks and reads before the queue is created: a failed call
+        // changes nothing.
         definition.validate()?;
-        if !self.queues.contains_key(queue) {
-            if !options.auto_create {
-                return Err(BrokerError::QueueNotFound(queue.clone()));
-            }
-            self.create_queue(queue, QueueConfig::default(), tx);
+        if !self.queues.contains_key(queue) && !options.auto_create {
+            return Err(BrokerError::QueueNotFound(queue.clone()));
         }
         let current = self.stored_schedule(store, queue, id).map_err(store_err)?;
+        if !self.queues.contains_key(queue) {
+            self.create_queue(queue, QueueConfig::default(), tx);
+        }
         let (upsert, record) = match current {
             None => {
                 let record = ScheduleRecord::create(queue.clone(), id.clone(), definition, now)?;

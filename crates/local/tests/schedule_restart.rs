@@ -135,6 +135,49 @@ async fn schedules_and_cursors_survive_a_restart() {
     assert_eq!((once.fires, once.next_fire_at), (1, None));
     assert_eq!(fired(&broker, &sid("paused"), &minutes(1, 2)).await, []);
     close(broker).await;
+
+    // `delayd check` reads and decodes the schedule records too.
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let report =
+        delayd_local::check::check(dir.path(), &scratch.path().join("copy")).expect("check");
+    assert!(!report.damaged(), "{:#?}", report.findings);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_queue_deletes_its_schedules_for_good() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = ManualClock::new(T0);
+    let broker = open(dir.path(), &clock, 0).await;
+    let definition = every_minute(Catchup::All, 3_600_000);
+    let options = EnqueueOptions::default();
+    broker
+        .put_schedule(&queue(), &sid("s"), definition.clone(), options)
+        .await
+        .expect("put");
+    broker.delete_queue(&queue()).await.expect("delete queue");
+    assert!(matches!(
+        broker.list_schedules(&queue()).await,
+        Err(BrokerError::QueueNotFound(_))
+    ));
+    close(broker).await;
+
+    clock.set(T0 + 2 * MINUTE);
+    let broker = open(dir.path(), &clock, 0).await;
+    assert_eq!(broker.recovery_report().schedules_armed, 0);
+    broker
+        .put_queue(&queue(), Default::default())
+        .await
+        .expect("queue again");
+    let listed = broker.list_schedules(&queue()).await.expect("list");
+    assert!(listed.is_empty(), "{listed:?}");
+    // A schedule of the new queue starts afresh: revision 1, no fires.
+    let (_, record) = broker
+        .put_schedule(&queue(), &sid("s"), definition, options)
+        .await
+        .expect("put");
+    assert_eq!((record.revision, record.fires), (1, 0));
+    assert_eq!(record.next_fire_at, Some(T0 + 2 * MINUTE));
+    close(broker).await;
 }
 
 /// Puts one schedule, fires it once at minute 1, closes, moves the clock

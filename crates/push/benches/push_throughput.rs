@@ -123,6 +123,7 @@ async fn push_queue(
             timeout_ms: 10_000,
             concurrency,
             secret: Some("bench-secret".into()),
+            headers: Default::default(),
         })),
         ..Default::default()
     };

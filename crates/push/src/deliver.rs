@@ -17,7 +17,7 @@ const DRAIN_LIMIT: usize = 64 * 1024;
 
 /// Headers a message may not forward: they describe the connection or the
 /// body framing, which belong to the HTTP client, not to the message.
-const HOP_BY_HOP: &[&str] = &[
+pub(crate) const HOP_BY_HOP: &[&str] = &[
     "connection",
     "content-length",
     "host",
@@ -38,6 +38,8 @@ pub(crate) struct Target {
     pub url: Url,
     pub timeout: Duration,
     pub secret: Option<Vec<u8>>,
+    /// The queue's push credentials (`push.headers`), checked.
+    pub headers: HeaderMap,
 }
 
 /// What became of one push request.
@@ -173,7 +175,8 @@ fn error_chain(error: &reqwest::Error) -> String {
 }
 
 /// The request headers: forwarded message headers first, then the
-/// `delayd-*` headers, which therefore always win.
+/// target's credentials, then the `delayd-*` headers, which therefore
+/// always win.
 fn build_headers(
     target: &Target,
     delivery: &Delivery,
@@ -199,6 +202,10 @@ fn build_headers(
                 tracing::debug!(header = %name, id = %delivery.id, "push: header not valid in HTTP, not forwarded")
             }
         }
+    }
+    // The target's credentials win over message headers.
+    for (name, value) in &target.headers {
+        headers.insert(name.clone(), value.clone());
     }
     if !headers.contains_key(CONTENT_TYPE) {
         headers.insert(
@@ -274,6 +281,7 @@ mod tests {
             url: Url::parse("http://example.com/hook").unwrap(),
             timeout: Duration::from_secs(1),
             secret: secret.map(|s| s.as_bytes().to_vec()),
+            headers: HeaderMap::new(),
         }
     }
 
@@ -290,6 +298,21 @@ mod tests {
         assert!(verify_signature(b"s3", 1_700_000_000, b"hello", sig));
         let unsigned = build_headers(&target(None), &delivery(&[]), b"hello", 1);
         assert!(!unsigned.contains_key("delayd-signature"));
+    }
+
+    #[test]
+    fn target_credentials_sent_and_win_over_message_headers() {
+        let mut target = target(Some("s3"));
+        target.headers.insert(
+            HeaderName::from_static("authorization"),
+            HeaderValue::from_static("Bearer queue"),
+        );
+        let d = delivery(&[("Authorization", "Bearer message"), ("x-a", "1")]);
+        let h = build_headers(&target, &d, b"hello", 1);
+        assert_eq!(h.get_all("authorization").iter().count(), 1);
+        assert_eq!(h["authorization"], "Bearer queue");
+        assert_eq!(h["x-a"], "1");
+        assert!(h.contains_key("delayd-signature"));
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //!   nack otherwise (honouring `Retry-After`).
 //! - `deliver`: one request: body, `delayd-*` headers, signature, and the
 //!   classification of the answer.
+//! - [`credentials`]: push credentials: the target's `headers` (checked and
+//!   turned into a header map) and the refusal of user info in URLs.
 //! - [`policy`]: [`PushPolicy`], the `--push-allow` allowlist, checked at
 //!   configuration ([`PushPolicy::check_url`]) and after DNS resolution.
 //! - `resolver`: the HTTP client's resolver, which applies the policy so
@@ -47,8 +49,7 @@
 //! # });
 //! ```
 
-#![forbid(unsafe_code)]
-
+pub mod credentials;
 mod deliver;
 pub mod dispatcher;
 pub mod metric;

@@ -72,6 +72,13 @@ impl QueueWorker {
             }
         };
         let timeout = Duration::from_millis(push.timeout_ms.max(1));
+        let headers = crate::credentials::header_map(&push.headers).unwrap_or_else(|error| {
+            // Checked at configuration; a stored set that no longer passes
+            // is sent without (the target then refuses, and the messages
+            // retry and dead-letter visibly).
+            tracing::warn!(%queue, %error, "push: credentials not sent");
+            reqwest::header::HeaderMap::new()
+        });
         let margin = u64::try_from(shared.options.lease_margin.as_millis()).unwrap_or(u64::MAX);
         Some(Self {
             queues: [queue.clone()],
@@ -80,6 +87,7 @@ impl QueueWorker {
                 url,
                 timeout,
                 secret: push.secret.as_ref().map(|s| s.as_bytes().to_vec()),
+                headers,
             },
             url_verdict,
             concurrency: usize::try_from(push.concurrency.max(1)).unwrap_or(usize::MAX),

@@ -135,6 +135,7 @@ async fn run(cluster: &RedisCluster, shards: u32) -> Outcome {
             key_prefix: prefix.clone(),
             clock: Arc::new(SystemClock),
             tls_ca: None,
+            virtual_time: false,
         })
         .await
         .expect("connect"),

@@ -4,7 +4,9 @@
 -- atomic on a single Redis and on one Redis Cluster slot.
 --
 -- KEYS: 1 cfg (hash), 2 sched (zset), 3 ready (zset), 4 lease (zset),
---       5 dead (zset), 6 msg (hash: id -> packed record).
+--       5 dead (zset), 6 msg (hash: id -> packed record), 7 schedules
+--       (hash: schedule id -> record JSON), 8 cursors (zset: score
+--       next_fire_at, member schedule id).
 -- ARGV: 1 unused, 2 now (epoch ms), 3 jitter seed, 4.. the function's.
 -- Functions get keys and args as parameters, not as globals (a library may
 -- not create globals): `bind` stores them in these chunk-level locals,
@@ -28,10 +30,11 @@
 -- it was made ready directly). Promotion moves members from sched to ready
 -- without rewriting records, so a pending record's exact state is where its
 -- member is (`state_of`).
-local KEYS, ARGV, K_CFG, K_SCHED, K_READY, K_LEASE, K_DEAD, K_MSG, NOW, SEED
+local KEYS, ARGV, K_CFG, K_SCHED, K_READY, K_LEASE, K_DEAD, K_MSG, K_SCHEDULES, K_CURSORS, NOW, SEED
 local function bind(keys, args)
   KEYS, ARGV = keys, args
   K_CFG, K_SCHED, K_READY, K_LEASE, K_DEAD, K_MSG = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
+  K_SCHEDULES, K_CURSORS = keys[7], keys[8]
   NOW, SEED = tonumber(args[2]), tonumber(args[3])
 end
 local PROMOTE_LIMIT = 1000
@@ -210,11 +213,16 @@ local function promote(c)
 end
 
 -- The earliest wall time at which this shard changes by itself: the next
--- scheduled message, lease expiry or end of a timed pause ('' if none).
+-- scheduled message, lease expiry, end of a timed pause or schedule cursor
+-- ('' if none). Cursors already due are left out: the promote reply lists
+-- them for firing, and one whose fire keeps failing is retried by the
+-- sweep rather than by a timer armed in the past over and over.
 local function next_due(c)
   local best = nil
   local a = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
   if a[2] then best = tonumber(a[2]) end
+  local f = redis.call('ZRANGE', K_CURSORS, '(' .. s(NOW), '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+  if f[2] and (not best or tonumber(f[2]) < best) then best = tonumber(f[2]) end
   local b = redis.call('ZRANGE', K_LEASE, 0, 0, 'WITHSCORES')
   if b[2] and (not best or tonumber(b[2]) < best) then best = tonumber(b[2]) end
   if c and c.pu ~= '' and c.pu ~= 'inf' then
@@ -232,4 +240,72 @@ local function check_lease(id, lid)
   if not r then return 'NF' end
   if r[ST] ~= 'L' or r[LI] ~= lid then return 'LM' end
   return nil, r
+end
+
+-- Enqueues the groups of 8 arguments from ARGV[from] on: id, seq,
+-- deliver_at, priority, max_attempts ('' = queue's), lease_ms ('' =
+-- queue's), headers (opaque), payload; seqs increase along the groups.
+-- Returns {'OK', created, seq, deliver_at, state, ...} per item, or {'SEQ'}
+-- when the first seq is not above the last one this shard issued (`sl` in
+-- cfg), so that seqs increase per queue shard whichever node enqueues: the
+-- caller takes fresh seqs from the deployment's counter and calls again.
+-- New records are stored with HSETNX (an existing id keeps its message:
+-- idempotent enqueue), and the call's index entries go in one ZADD per set.
+local function enqueue_items(c, from)
+  if ARGV[from + 1] and tonumber(ARGV[from + 1]) <= c.sl then return {'SEQ'} end
+  local last = c.sl
+  local out = {'OK'}
+  local sched, ready = {}, {}
+  -- Ids created by this call, with their state: their index entries are
+  -- not written yet when the same id comes again later in the call.
+  local created = {}
+  for i = from, #ARGV, 8 do
+    local id = ARGV[i]
+    local r = {tonumber(ARGV[i + 1]), 'S', tonumber(ARGV[i + 2]), NOW, tonumber(ARGV[i + 3]),
+      ARGV[i + 7], ARGV[i + 6], 0, tonumber(ARGV[i + 4]) or '', tonumber(ARGV[i + 5]) or '',
+      '', '', '', 0, 0, 0, 0}
+    local n = #out
+    if redis.call('HSETNX', K_MSG, id, pack(r)) == 0 then
+      local ex = load(id)
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 0, ex[SK], ex[DA], created[id] or state_of(id, ex)
+    else
+      last = r[SK]
+      local st = 'S'
+      if r[DA] <= NOW then
+        st = 'R'
+        ready[#ready + 1] = s(r[PR])
+        ready[#ready + 1] = rmember(r[DA], r[SK], id)
+      else
+        sched[#sched + 1] = s(r[DA])
+        sched[#sched + 1] = smember(r, id)
+      end
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 1, r[SK], r[DA], st
+      created[id] = st
+    end
+  end
+  zadd_all(K_SCHED, sched)
+  zadd_all(K_READY, ready)
+  if last > c.sl then redis.call('HSET', K_CFG, 'sl', s(last)) end
+  return out
+end
+
+-- Stores a schedule record (JSON, opaque here) and its cursor ('' = none),
+-- or deletes both when the record is ''.
+local function store_schedule(sid, record, cursor)
+  if record == '' then
+    redis.call('HDEL', K_SCHEDULES, sid)
+    redis.call('ZREM', K_CURSORS, sid)
+    return
+  end
+  redis.call('HSET', K_SCHEDULES, sid, record)
+  if cursor == '' then
+    redis.call('ZREM', K_CURSORS, sid)
+  else
+    redis.call('ZADD', K_CURSORS, cursor, sid)
+  end
+end
+
+-- The ids of schedules whose cursor is due at NOW (at most `limit`).
+local function due_schedules(limit)
+  return redis.call('ZRANGE', K_CURSORS, '-inf', s(NOW), 'BYSCORE', 'LIMIT', 0, limit)
 end

@@ -19,9 +19,18 @@ use crate::wake::Wake;
 
 /// The layout of the keys, members and records this version reads and
 /// writes (docs/redis.md, "Keys"). 2: sched members carry the priority.
+/// 3: fire message ids `<schedule>:<t>` are placed in their schedule's
+/// shard; with one shard per queue that places every id as format 2 did,
+/// so single-shard deployments stay format 2 (older nodes keep working).
 /// Unrelated to the function library's version, which changes with any
 /// change of the Lua.
-const DATA_FORMAT: u32 = 2;
+fn data_format(shards: u32) -> u32 {
+    if shards == 1 {
+        2
+    } else {
+        3
+    }
+}
 
 /// A broker whose state lives in Redis or a Redis Cluster. Any number of
 /// nodes may share one deployment (same URLs, shards and key prefix).
@@ -37,6 +46,8 @@ pub(crate) struct Inner {
     /// Trusted CAs for `rediss://` (the pub/sub task opens its own
     /// connections).
     pub(crate) tls_ca: Option<Vec<u8>>,
+    /// `RedisConfig::virtual_time` (the pub/sub task connects on its own).
+    pub(crate) virtual_time: bool,
     pub(crate) wake: Wake,
     closed: AtomicBool,
     pub(crate) stop: watch::Sender<bool>,
@@ -68,7 +79,8 @@ impl RedisBroker {
     /// the current tokio runtime).
     pub async fn connect(config: RedisConfig) -> Result<RedisBroker, RedisBrokerError> {
         config.validate()?;
-        let conn = Conn::connect(&config.urls, config.tls_ca.as_deref()).await?;
+        let conn =
+            Conn::connect(&config.urls, config.tls_ca.as_deref(), config.virtual_time).await?;
         let (stop, _) = watch::channel(false);
         let inner = Arc::new_cyclic(|me| Inner {
             conn,
@@ -76,6 +88,7 @@ impl RedisBroker {
             clock: config.clock,
             urls: config.urls,
             tls_ca: config.tls_ca,
+            virtual_time: config.virtual_time,
             wake: Wake::default(),
             closed: AtomicBool::new(false),
             stop,
@@ -115,12 +128,16 @@ impl Inner {
             .arg("format")
             .query_async(&mut conn)
             .await?;
-        if shards.is_some() && format != Some(DATA_FORMAT) {
+        let expected = data_format(self.keys.shards);
+        // A different shard count is reported as such below.
+        if shards == Some(self.keys.shards) && format != Some(expected) {
             return Err(RedisBrokerError::InvalidConfig(format!(
-                "this deployment's data is in format {}, this delayd writes format {DATA_FORMAT}: \
+                "this deployment's data is in format {}, this delayd writes format {expected} \
+                 with {} shards per queue: \
                  drain it with the delayd version that created it, or delete its keys \
                  (docs/redis.md, \"Upgrades\")",
-                format.unwrap_or(1)
+                format.unwrap_or(1),
+                self.keys.shards
             )));
         }
         let _: () = redis::pipe()
@@ -132,7 +149,7 @@ impl Inner {
             .cmd("HSETNX")
             .arg(meta)
             .arg("format")
-            .arg(DATA_FORMAT)
+            .arg(expected)
             .ignore()
             .query_async(&mut conn)
             .await?;

@@ -23,6 +23,11 @@ pub struct RedisConfig {
     /// against, instead of the system's trust store (for a private CA).
     /// Ignored for `redis://` URLs.
     pub tls_ca: Option<Vec<u8>>,
+    /// For tests on tokio's paused clock (virtual time) only: each Redis
+    /// request and connect keeps tokio from auto-advancing time while it
+    /// is in flight (one blocking task per request), so a round trip is
+    /// not taken for idleness. Leave it `false` in production.
+    pub virtual_time: bool,
 }
 
 impl RedisConfig {
@@ -34,6 +39,7 @@ impl RedisConfig {
             key_prefix: "delayd".into(),
             clock: Arc::new(SystemClock),
             tls_ca: None,
+            virtual_time: false,
         }
     }
 

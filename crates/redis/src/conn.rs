@@ -17,11 +17,42 @@ use crate::config::RedisBrokerError;
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Cheap to clone: both variants multiplex one connection (per node).
+/// Cheap to clone: both kinds multiplex one connection (per node).
 #[derive(Clone)]
-pub(crate) enum Conn {
+pub(crate) struct Conn {
+    kind: Kind,
+    /// `RedisConfig::virtual_time`: hold tokio's paused clock while a
+    /// request is in flight.
+    hold_time: bool,
+}
+
+#[derive(Clone)]
+enum Kind {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+}
+
+/// Keeps a paused tokio clock (a test on virtual time) from jumping ahead
+/// while it lives: a running blocking task inhibits auto-advance, so a
+/// Redis round trip is not mistaken for idleness that lets the response
+/// timeout (or a case's wait) elapse. The task ends when this is dropped.
+pub(crate) struct TimeHold {
+    /// Dropping it ends the blocking task.
+    _release: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl TimeHold {
+    pub(crate) fn new(hold: bool) -> Self {
+        if !hold {
+            return Self { _release: None };
+        }
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        tokio::task::spawn_blocking(move || {
+            // Returns when the sender is dropped.
+            let _ = rx.recv();
+        });
+        Self { _release: Some(tx) }
+    }
 }
 
 impl Conn {
@@ -30,7 +61,17 @@ impl Conn {
     pub(crate) async fn connect(
         urls: &[String],
         tls_ca: Option<&[u8]>,
+        hold_time: bool,
     ) -> Result<Self, RedisBrokerError> {
+        let _hold = TimeHold::new(hold_time);
+        let kind = Self::connect_kind(urls, tls_ca).await?;
+        Ok(Self { kind, hold_time })
+    }
+
+    async fn connect_kind(
+        urls: &[String],
+        tls_ca: Option<&[u8]>,
+    ) -> Result<Kind, RedisBrokerError> {
         if let [url] = urls {
             let client = client(url, tls_ca)?;
             if is_cluster_node(&client).await? {
@@ -42,7 +83,7 @@ impl Conn {
                 .set_number_of_retries(2)
                 .set_max_delay(Duration::from_millis(200));
             let manager = ConnectionManager::new_with_config(client, config).await?;
-            return Ok(Self::Single(manager));
+            return Ok(Kind::Single(manager));
         }
         Self::connect_cluster(urls, tls_ca).await
     }
@@ -50,7 +91,7 @@ impl Conn {
     async fn connect_cluster(
         urls: &[String],
         tls_ca: Option<&[u8]>,
-    ) -> Result<Self, RedisBrokerError> {
+    ) -> Result<Kind, RedisBrokerError> {
         let tls = urls.iter().any(|url| is_tls(url));
         if tls {
             install_crypto_provider();
@@ -63,7 +104,7 @@ impl Conn {
             builder = builder.certs(certificates(ca));
         }
         let client = builder.build()?;
-        Ok(Self::Cluster(client.get_async_connection().await?))
+        Ok(Kind::Cluster(client.get_async_connection().await?))
     }
 }
 
@@ -115,10 +156,16 @@ async fn is_cluster_node(client: &redis::Client) -> Result<bool, RedisBrokerErro
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Self::Single(c) => c.req_packed_command(cmd),
-            Self::Cluster(c) => c.req_packed_command(cmd),
-        }
+        let hold = TimeHold::new(self.hold_time);
+        let request = match &mut self.kind {
+            Kind::Single(c) => c.req_packed_command(cmd),
+            Kind::Cluster(c) => c.req_packed_command(cmd),
+        };
+        Box::pin(async move {
+            let answer = request.await;
+            drop(hold);
+            answer
+        })
     }
 
     fn req_packed_commands<'a>(
@@ -127,16 +174,22 @@ impl ConnectionLike for Conn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Self::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Self::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-        }
+        let hold = TimeHold::new(self.hold_time);
+        let request = match &mut self.kind {
+            Kind::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Kind::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        };
+        Box::pin(async move {
+            let answer = request.await;
+            drop(hold);
+            answer
+        })
     }
 
     fn get_db(&self) -> i64 {
-        match self {
-            Self::Single(c) => c.get_db(),
-            Self::Cluster(c) => c.get_db(),
+        match &self.kind {
+            Kind::Single(c) => c.get_db(),
+            Kind::Cluster(c) => c.get_db(),
         }
     }
 }

@@ -2,13 +2,22 @@
 //! `{prefix:queue#k}`, so one script touching them runs on one Cluster slot;
 //! the registry keys carry `{prefix}` (one slot for the whole deployment).
 
-use delayd_core::{MessageId, QueueName};
+use delayd_core::{MessageId, QueueName, ScheduleId};
 
 /// The keys of one queue shard, in the order the scripts take them.
 #[derive(Clone, Debug)]
 pub(crate) struct ShardKeys {
-    /// cfg, sched, ready, lease, dead, msg (hash: id -> packed record).
-    pub(crate) keys: [String; 6],
+    /// cfg, sched, ready, lease, dead, msg (hash: id -> packed record),
+    /// schedules (hash: schedule id -> record JSON), cursors (zset: score
+    /// next_fire_at, member schedule id).
+    pub(crate) keys: [String; 8],
+}
+
+impl ShardKeys {
+    /// Hash: schedule id -> `ScheduleRecord` JSON.
+    pub(crate) fn schedules(&self) -> &str {
+        &self.keys[6]
+    }
 }
 
 /// Seqs per seq index bucket: at most Redis's default
@@ -56,6 +65,8 @@ impl Keys {
                 format!("{tag}:lease"),
                 format!("{tag}:dead"),
                 format!("{tag}:msg"),
+                format!("{tag}:schedules"),
+                format!("{tag}:cursors"),
             ],
         }
     }
@@ -70,9 +81,30 @@ impl Keys {
 
     /// The shard holding message `id`: a stable hash, so an id always maps
     /// to the same shard (idempotent enqueue and lookups need one place).
+    /// A schedule's fire messages `<schedule id>:<t>` are placed by the
+    /// schedule id alone, so they share the schedule's shard and one fire
+    /// is one function call (docs/redis.md, "Schedules").
     pub(crate) fn shard_of(&self, id: &MessageId) -> u32 {
-        (fnv1a(id.as_str().as_bytes()) % u64::from(self.shards)) as u32
+        let key = fire_schedule_part(id.as_str()).unwrap_or(id.as_str());
+        self.shard_of_key(key)
     }
+
+    /// The shard holding schedule `id` (and its fire messages).
+    pub(crate) fn schedule_shard(&self, id: &ScheduleId) -> u32 {
+        self.shard_of_key(id.as_str())
+    }
+
+    fn shard_of_key(&self, key: &str) -> u32 {
+        (fnv1a(key.as_bytes()) % u64::from(self.shards)) as u32
+    }
+}
+
+/// The schedule id of a fire message id (`<schedule id>:<digits>`, the
+/// schedule id without `:`), else `None`.
+fn fire_schedule_part(id: &str) -> Option<&str> {
+    let (head, tail) = id.split_once(':')?;
+    let digits = !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit());
+    (digits && !head.is_empty()).then_some(head)
 }
 
 /// FNV-1a, 64 bit: stable across processes and versions (unlike std's
@@ -111,5 +143,25 @@ mod tests {
             seen[s as usize] += 1;
         }
         assert!(seen.iter().all(|n| *n > 50), "{seen:?}");
+    }
+
+    #[test]
+    fn fire_messages_share_their_schedules_shard() {
+        let keys = Keys::new("p", 8);
+        let mut shards = std::collections::BTreeSet::new();
+        for i in 0..40 {
+            let sid = ScheduleId::new(format!("s{i}")).unwrap();
+            let home = keys.schedule_shard(&sid);
+            shards.insert(home);
+            for t in [0, 1_000, 1_764_000_000_000] {
+                assert_eq!(keys.shard_of(&sid.fire_message_id(t)), home);
+            }
+        }
+        assert!(shards.len() > 4, "schedules spread: {shards:?}");
+        // Other ids with a colon are placed by the whole id.
+        let other = MessageId::new("a:b1").unwrap();
+        assert_eq!(keys.shard_of(&other), keys.shard_of_key("a:b1"));
+        let manual = MessageId::new("s1:manual:5").unwrap();
+        assert_eq!(keys.shard_of(&manual), keys.shard_of_key("s1:manual:5"));
     }
 }

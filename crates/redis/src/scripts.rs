@@ -52,6 +52,8 @@ library! {
     (13, STATS, "stats"),
     (14, PROMOTE, "promote"),
     (15, DROP, "drop"),
+    (16, SCHED_SET, "sched_set"),
+    (17, SCHED_FIRE, "sched_fire"),
 }
 
 /// The library as loaded into Redis.

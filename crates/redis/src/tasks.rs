@@ -15,7 +15,7 @@ use futures_util::StreamExt;
 use tokio::sync::watch;
 
 use crate::broker::Inner;
-use crate::record::{int, opt_int, status};
+use crate::record::{int, opt_int, status, text};
 use crate::scripts;
 
 /// Upper bound on how long a lost notification can delay a delivery.
@@ -135,10 +135,10 @@ pub(crate) async fn promote_shard(inner: &Inner, queue: &QueueName, shard: u32) 
     let Ok(("OK", rest)) = status(&reply) else {
         return;
     };
-    if rest.len() < 3 {
+    if rest.len() < 4 {
         return;
     }
-    let fired = &rest[3..];
+    let fired = &rest[4..];
     record_lateness(queue, now, fired);
     let expired = int(&rest[2]).unwrap_or(0);
     if expired > 0 {
@@ -157,6 +157,13 @@ pub(crate) async fn promote_shard(inner: &Inner, queue: &QueueName, shard: u32) 
         inner.publish_detached(format!("r {queue}"));
     } else if int(&rest[1]).unwrap_or(0) > 0 {
         inner.wake.ready(queue);
+    }
+    // Due schedule cursors: the racing nodes' fires are compare-and-set,
+    // so every node that sees them may try; one fires each time.
+    if let Ok(ids) = text(&rest[3]) {
+        if !ids.is_empty() {
+            inner.fire_schedules(queue, shard, ids).await;
+        }
     }
 }
 
@@ -180,7 +187,10 @@ async fn pubsub_loop(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
     while !*stop.borrow() {
         let url = &inner.urls[next_url % inner.urls.len()];
         next_url += 1;
-        match subscribe(url, inner.tls_ca.as_deref(), &inner.keys.channel).await {
+        let hold = crate::conn::TimeHold::new(inner.virtual_time);
+        let subscribed = subscribe(url, inner.tls_ca.as_deref(), &inner.keys.channel).await;
+        drop(hold);
+        match subscribed {
             Ok(pubsub) => {
                 // Events published while disconnected are lost: catch up.
                 inner.sweep_now.notify_one();

@@ -14,6 +14,8 @@ async fn fresh() -> Arc<dyn delayd_core::Broker> {
 
 delayd_core::conformance_tests!(fresh());
 delayd_core::conformance_tests_extended!(fresh());
+delayd_core::conformance_tests_schedules!(fresh());
+delayd_core::conformance_tests_schedules_extended!(fresh());
 
 /// One URL of a Cluster node is enough: the broker sees `cluster_enabled`
 /// and uses a Cluster connection (a plain one would get MOVED errors).

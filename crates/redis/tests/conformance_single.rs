@@ -13,3 +13,5 @@ async fn fresh() -> Arc<dyn delayd_core::Broker> {
 
 delayd_core::conformance_tests!(fresh());
 delayd_core::conformance_tests_extended!(fresh());
+delayd_core::conformance_tests_schedules!(fresh());
+delayd_core::conformance_tests_schedules_extended!(fresh());

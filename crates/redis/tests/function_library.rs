@@ -104,3 +104,39 @@ async fn a_deployment_in_an_older_data_format_is_refused() {
     assert_eq!(format.trim(), "2");
     let _second = broker(vec![server.url()], 1, &fresh).await;
 }
+
+/// Multi-shard deployments place schedule fire messages by their schedule
+/// (format 3): one left in format 2 with several shards is refused, while
+/// a single-shard one (where placement did not change) stays format 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_shard_deployments_are_format_3() {
+    let server = RedisServer::start();
+    let old = unique_prefix();
+    server.cli(&[
+        "HSET",
+        &format!("{{{old}}}:meta"),
+        "shards",
+        "2",
+        "format",
+        "2",
+    ]);
+    let refused =
+        delayd_redis::RedisBroker::connect(support::config(vec![server.url()], 2, &old)).await;
+    let Err(err) = refused else {
+        panic!("connected to a multi-shard format-2 deployment");
+    };
+    assert!(err.to_string().contains("format 2"), "{err}");
+
+    let fresh = unique_prefix();
+    let _first = broker(vec![server.url()], 2, &fresh).await;
+    let format = server.cli(&["HGET", &format!("{{{fresh}}}:meta"), "format"]);
+    assert_eq!(format.trim(), "3");
+    let _second = broker(vec![server.url()], 2, &fresh).await;
+    // A node with another shard count is told so (not about the format).
+    let other =
+        delayd_redis::RedisBroker::connect(support::config(vec![server.url()], 1, &fresh)).await;
+    let Err(err) = other else {
+        panic!("connected with another shard count");
+    };
+    assert!(err.to_string().contains("2 shards"), "{err}");
+}

@@ -1,7 +1,11 @@
 //! Random operation sequences run against RedisBroker and the reference
 //! `ModelBroker` on one injected manual clock: every answer and, after
 //! every step, every message of every state must be the same. Seeds are
-//! fixed, so a failure reproduces.
+//! fixed, so a failure reproduces. With schedules, the steps also put,
+//! pause, resume, delete and trigger schedules and advance the clock past
+//! fire times; Redis fires from its timers and sweep (real time), so
+//! after each step the test waits until Redis has no due cursor left
+//! before comparing (the model fires at its next call, at the same time).
 
 mod support;
 
@@ -10,9 +14,10 @@ use std::sync::Arc;
 
 use delayd_core::testkit::ModelBroker;
 use delayd_core::{
-    Broker, BrokerResult, Clock, EnqueueOptions, EnqueueRequest, LeaseId, LeaseRequest, ListQuery,
-    ManualClock, MessageId, MessageState, Nack, QueueConfigPatch, QueueName, Redrive, Reschedule,
-    RetryPolicy, Schedule,
+    Broker, BrokerResult, Catchup, Clock, EnqueueOptions, EnqueueRequest, LeaseId, LeaseRequest,
+    ListQuery, ManualClock, MessageId, MessageState, MessageTemplate, Nack, Overlap,
+    QueueConfigPatch, QueueName, Recurrence, Redrive, Reschedule, RetryPolicy, Schedule,
+    ScheduleDefinition, ScheduleId,
 };
 use delayd_redis::{RedisBroker, RedisConfig};
 use rand::rngs::StdRng;
@@ -87,16 +92,98 @@ impl Side {
     }
 }
 
+const SCHEDULES: [&str; 2] = ["s1", "s2"];
+
+/// A random every-second schedule starting soon.
+fn definition(rng: &mut StdRng, now: u64) -> ScheduleDefinition {
+    ScheduleDefinition {
+        recurrence: Recurrence::Every { every_ms: 1_000 },
+        start_at: now + [0, 300, 1_500][rng.random_range(0..3)],
+        end_at: None,
+        max_fires: [None, Some(3)][rng.random_range(0..2)],
+        message: MessageTemplate {
+            payload: b"tick".to_vec(),
+            priority: Some(2),
+            ..MessageTemplate::default()
+        },
+        catchup: [Catchup::Latest, Catchup::All][rng.random_range(0..2)],
+        catchup_window_ms: [500, 3_600_000][rng.random_range(0..2)],
+        overlap: [Overlap::Allow, Overlap::Skip][rng.random_range(0..2)],
+        jitter_ms: 0,
+        paused: false,
+    }
+}
+
+/// A random schedule call on both sides; the answers as text.
+async fn schedule_step(
+    rng: &mut StdRng,
+    now: u64,
+    q: &QueueName,
+    sides: &[Side; 2],
+    answers: &mut Vec<String>,
+) -> String {
+    let sid = ScheduleId::new(SCHEDULES[rng.random_range(0..SCHEDULES.len())]).unwrap();
+    let op = rng.random_range(0..5);
+    let def = definition(rng, now);
+    for s in sides {
+        let b = &s.broker;
+        let answer = match op {
+            0 => format!(
+                "{:?}",
+                b.put_schedule(q, &sid, def.clone(), EnqueueOptions::default())
+                    .await
+                    .map_err(|e| e.code())
+            ),
+            1 | 2 => format!(
+                "{:?}",
+                b.set_schedule_paused(q, &sid, op == 1)
+                    .await
+                    .map_err(|e| e.code())
+            ),
+            3 => format!(
+                "{:?}",
+                b.delete_schedule(q, &sid).await.map_err(|e| e.code())
+            ),
+            _ => format!(
+                "{:?}",
+                b.trigger_schedule(q, &sid)
+                    .await
+                    .map(|o| (o.id, o.deliver_at, o.created))
+                    .map_err(|e| e.code())
+            ),
+        };
+        answers.push(answer);
+    }
+    format!("schedule op {op} {sid}")
+}
+
+/// Waits (real time) until the Redis side has fired every due cursor.
+async fn settle_schedules(redis: &dyn Broker, clock: &ManualClock, q: &QueueName) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let records = redis.list_schedules(q).await.unwrap();
+        if records.iter().all(|r| !r.is_due(clock.now_ms())) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "redis left due schedules: {records:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// Applies one random step to both sides and compares the answers.
 async fn step(
     rng: &mut StdRng,
     clock: &ManualClock,
     q: &QueueName,
     sides: &mut [Side; 2],
+    schedules: bool,
 ) -> String {
     let id = IDS[rng.random_range(0..IDS.len())];
     let mid = MessageId::new(id).unwrap();
-    let op = rng.random_range(0..11);
+    let op = rng.random_range(0..if schedules { 14 } else { 11 });
     let mut answers = Vec::new();
     let label;
     match op {
@@ -208,6 +295,16 @@ async fn step(
                 answers.push(format!("{:?}", s.broker.redrive(q, which).await));
             }
         }
+        11 | 12 => {
+            label = schedule_step(rng, clock.now_ms(), q, sides, &mut answers).await;
+        }
+        13 => {
+            let ms = [400, 1_000, 2_500][rng.random_range(0..3)];
+            label = format!("advance {ms}");
+            clock.advance(ms);
+            answers.push(String::new());
+            answers.push(String::new());
+        }
         _ => {
             let ms = [1, 5, 20][rng.random_range(0..3)];
             label = format!("advance {ms}");
@@ -221,6 +318,10 @@ async fn step(
 }
 
 async fn run(seed: u64, shards: u32) {
+    run_steps(seed, shards, STEPS, false).await;
+}
+
+async fn run_steps(seed: u64, shards: u32, steps: usize, schedules: bool) {
     let clock = ManualClock::new(1_700_000_000_000);
     let shared: Arc<dyn Clock> = Arc::new(clock.clone());
     let model: Arc<dyn Broker> = Arc::new(ModelBroker::with_clock(shared.clone()));
@@ -230,6 +331,7 @@ async fn run(seed: u64, shards: u32) {
         key_prefix: unique_prefix(),
         clock: shared,
         tls_ca: None,
+        virtual_time: false,
     };
     let redis: Arc<dyn Broker> = Arc::new(RedisBroker::connect(config).await.unwrap());
     let q = QueueName::new("eq").unwrap();
@@ -259,8 +361,17 @@ async fn run(seed: u64, shards: u32) {
     }
     let mut rng = StdRng::seed_from_u64(seed);
     let mut history = Vec::new();
-    for _ in 0..STEPS {
-        history.push(step(&mut rng, &clock, &q, &mut sides).await);
+    let mut fires_seen = 0;
+    for _ in 0..steps {
+        history.push(step(&mut rng, &clock, &q, &mut sides, schedules).await);
+        if schedules {
+            settle_schedules(&*sides[1].broker, &clock, &q).await;
+            let (m, r) = (
+                sides[0].broker.list_schedules(&q).await.unwrap(),
+                sides[1].broker.list_schedules(&q).await.unwrap(),
+            );
+            assert_eq!(m, r, "seed {seed} schedules, after {:?}", history.last());
+        }
         let (m, r) = (
             view(&*sides[0].broker, &q).await,
             view(&*sides[1].broker, &q).await,
@@ -271,7 +382,17 @@ async fn run(seed: u64, shards: u32) {
             "seed {seed} shards {shards}, after {:?}",
             &history[history.len().saturating_sub(8)..]
         );
+        fires_seen += r
+            .iter()
+            .filter(|v| v.0.contains(':') && !v.0.contains("manual"))
+            .count();
     }
+    // The schedule steps must have made fires to compare, else they prove
+    // nothing about firing.
+    assert!(
+        !schedules || fires_seen > 0,
+        "seed {seed}: no fire happened"
+    );
 }
 
 #[tokio::test]
@@ -285,5 +406,12 @@ async fn matches_the_model_one_shard() {
 async fn matches_the_model_three_shards() {
     for seed in 11..=13 {
         run(seed, 3).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn matches_the_model_with_schedules() {
+    for (seed, shards) in [(21, 1), (22, 3)] {
+        run_steps(seed, shards, 150, true).await;
     }
 }

@@ -21,7 +21,7 @@ use delayd_core::{
 };
 
 use crate::error::ApiError;
-use delayd_push::PushPolicy;
+use delayd_push::{credentials, PushPolicy};
 
 /// The limits a request is checked against, with the wall time to check
 /// `deliver_at` by.
@@ -179,11 +179,16 @@ fn push_config(body: PushBody, allow: &PushPolicy) -> Result<PushConfig, ApiErro
     allow
         .check_url(&body.url)
         .map_err(|err| ApiError::invalid_argument(format!("push.url: {err}")))?;
+    credentials::check_url_userinfo(&body.url)
+        .map_err(|err| ApiError::invalid_argument(err.to_string()))?;
+    let headers = body.headers.unwrap_or_default();
+    credentials::header_map(&headers).map_err(|err| ApiError::invalid_argument(err.to_string()))?;
     let config = PushConfig {
         url: body.url,
         timeout_ms: body.timeout_ms.unwrap_or(PushConfig::DEFAULT_TIMEOUT_MS),
         concurrency: body.concurrency.unwrap_or(PushConfig::DEFAULT_CONCURRENCY),
         secret: body.secret,
+        headers,
     };
     if config.timeout_ms == 0 || config.concurrency == 0 {
         return Err(ApiError::invalid_argument(
@@ -227,6 +232,7 @@ fn push_view(push: PushConfig) -> api::PushView {
         timeout_ms: push.timeout_ms,
         concurrency: push.concurrency,
         secret_set: push.secret.is_some(),
+        headers_set: push.headers.into_keys().collect(),
     }
 }
 

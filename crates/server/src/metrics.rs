@@ -26,6 +26,12 @@ pub const HTTP_CONNECTIONS_EVICTED_TOTAL: &str = "delayd_http_connections_evicte
 /// Counter: HTTP connections answered 503 and closed at the limit because
 /// every open one was busy.
 pub const HTTP_CONNECTIONS_REFUSED_TOTAL: &str = "delayd_http_connections_refused_total";
+/// Counter: requests whose body arrived too slowly (past the body timeout
+/// and minimum rate), answered 408 and, on HTTP/1, closed.
+pub const HTTP_SLOW_BODIES_TOTAL: &str = "delayd_http_slow_bodies_total";
+/// Counter: HTTP connections cut for cancelling too many requests (HTTP/2
+/// stream resets: the "rapid reset" flood).
+pub const HTTP_RESET_FLOODS_TOTAL: &str = "delayd_http_reset_floods_total";
 /// Gauge: live messages. Labels `queue`, `state`.
 pub const QUEUE_MESSAGES: &str = "delayd_queue_messages";
 /// Gauge: 1 while the queue is paused. Label `queue`.

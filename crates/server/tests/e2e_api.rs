@@ -87,14 +87,26 @@ async fn queues_crud(s: &Server) {
 }
 
 async fn push_secret_is_never_returned(s: &Server) {
-    let push = json!({"push": {"url": "http://127.0.0.1:9/hook", "secret": "s3cret"}});
+    let push = json!({"push": {"url": "http://127.0.0.1:9/hook", "secret": "s3cret",
+        "headers": {"Authorization": "Bearer t0ken", "x-tenant": "acme"}}});
     let r = s.call("PUT", "/v1/queues/hooks", Some(push)).await;
     assert_eq!(r.status, 201, "{}", r.body);
     assert_eq!(
         r.body["config"]["push"],
-        json!({"url": "http://127.0.0.1:9/hook", "timeout_ms": 10000, "concurrency": 16, "secret_set": true})
+        json!({"url": "http://127.0.0.1:9/hook", "timeout_ms": 10000, "concurrency": 16,
+            "secret_set": true, "headers_set": ["Authorization", "x-tenant"]})
     );
     assert!(!r.body.to_string().contains("s3cret"));
+    assert!(
+        !r.body.to_string().contains("t0ken"),
+        "header values are never returned"
+    );
+    let r = s.call("GET", "/v1/queues/hooks", None).await;
+    assert!(!r.body.to_string().contains("t0ken"));
+    assert_eq!(
+        r.body["config"]["push"]["headers_set"],
+        json!(["Authorization", "x-tenant"])
+    );
     // Not on the allowlist: 400, config unchanged.
     let r = s
         .call(

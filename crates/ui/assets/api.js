@@ -93,3 +93,9 @@ export function histogram(name, from, to, buckets) {
   const params = new URLSearchParams({ from: String(from), to: String(to), buckets: String(buckets) });
   return api('GET', `/v1/queues/${seg(name)}/histogram?${params}`);
 }
+
+// Recurring schedules of a queue (api.md, "Schedules").
+export const schedules = (name) => api('GET', `/v1/queues/${seg(name)}/schedules`);
+export const pauseSchedule = (name, id) => api('POST', `/v1/queues/${seg(name)}/schedules/${seg(id)}/pause`);
+export const resumeSchedule = (name, id) => api('POST', `/v1/queues/${seg(name)}/schedules/${seg(id)}/resume`);
+export const triggerSchedule = (name, id) => api('POST', `/v1/queues/${seg(name)}/schedules/${seg(id)}/trigger`);

@@ -5,6 +5,7 @@
 import * as api from './api.js';
 import { h, clear, route, fmtCount, fmtTime, fmtRelative, preview, notify } from './dom.js';
 import { dueHistogram } from './charts.js';
+import { schedulesCard } from './schedules.js';
 
 const REFRESH_MS = 5000;
 const PAGE = 50;
@@ -33,10 +34,12 @@ export function render(main, { queue }, ctx) {
     header: h('section', { class: 'card queue-header' }),
     chart: h('section', { class: 'card chart' }),
     lists: h('section', { class: 'card lists' }),
+    schedules: schedulesCard(queue),
   };
   main.append(
     h('p', { class: 'crumbs' }, h('a', { href: '#/', text: 'Queues' }), ' / ', queue),
     view.header,
+    view.schedules.card,
     view.chart,
     view.lists,
   );
@@ -44,12 +47,14 @@ export function render(main, { queue }, ctx) {
   const timer = setInterval(() => {
     refreshHeader(view);
     refreshChart(view);
+    view.schedules.refresh();
   }, REFRESH_MS);
   return () => clearInterval(timer);
 }
 
 function refreshAll(view) {
   refreshHeader(view);
+  view.schedules.refresh();
   refreshChart(view);
   refreshList(view);
 }

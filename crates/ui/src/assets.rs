@@ -52,6 +52,7 @@ pub const ASSETS: &[Asset] = &[
     asset!("metrics.js", JS),
     asset!("overview.js", JS),
     asset!("queue.js", JS),
+    asset!("schedules.js", JS),
     asset!("message.js", JS),
 ];
 

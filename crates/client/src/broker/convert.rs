@@ -188,6 +188,7 @@ pub(super) fn to_queue_info(queue: wire::Queue) -> BrokerResult<QueueInfo> {
                 timeout_ms: push.timeout_ms,
                 concurrency: push.concurrency,
                 secret: None,
+                headers: Default::default(),
             }),
         },
         paused: queue.paused,
@@ -217,6 +218,7 @@ pub(super) fn to_put_body(patch: QueueConfigPatch) -> wire::QueuePut {
                 timeout_ms: Some(push.timeout_ms),
                 concurrency: Some(push.concurrency),
                 secret: push.secret,
+                headers: (!push.headers.is_empty()).then_some(push.headers),
             })
         }),
     }

@@ -3,10 +3,13 @@
 //! brokers compare against it, and it must pass the conformance suite.
 //!
 //! Every call takes the one lock, first applies what time alone has caused
-//! ([`State::settle`]), then does its work. Lease calls that have to wait
-//! sleep until the next moment something can change by itself (a message
-//! due, a lease expiring, a pause ending) or until another call changes the
-//! state and wakes them through a [`Notify`].
+//! (`State::settle`, schedules fired included), then does its work. Lease
+//! calls that have to wait sleep until the next moment something can change
+//! by itself (a message due, a lease expiring, a pause ending, a schedule
+//! firing) or until another call changes the state and wakes them through a
+//! [`Notify`]. The model has no timers and no background task: a schedule
+//! fires when the next call (or a waiting lease waking at its cursor) gets
+//! to it, at the moment a timer would have (module `firing`).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;

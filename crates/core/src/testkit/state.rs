@@ -81,8 +81,8 @@ impl State {
     /// (`mono`: tokio's time now): expired leases fail their attempt, due
     /// schedules fire, due messages become ready (and, after a clock step
     /// back, ready ones scheduled again), timed pauses end. Expiries and
-    /// fires are applied in the order they happened (see
-    /// [`State::fire_moment`]). Returns whether anything changed (waiters
+    /// fires are applied in the order they happened (module `firing` says
+    /// when a fire happened). Returns whether anything changed (waiters
     /// should look again).
     pub fn settle(&mut self, now: u64, mono: Instant) -> bool {
         let behind = self.wall_jump(now, mono);
@@ -102,7 +102,10 @@ impl State {
             let fire = self.first_fire(now, behind, &rearmed);
             match (expiry, fire) {
                 (Some((until, key)), fire) if fire.as_ref().is_none_or(|f| until <= f.0) => {
-                    self.settle_one(&key, now);
+                    if !self.settle_one(&key, now) {
+                        debug_assert!(false, "lease of {key:?} expired but stays");
+                        break;
+                    }
                 }
                 (_, Some((moment, key))) => {
                     if !self.fire_step(&key, moment) {

@@ -15,8 +15,6 @@
 //! time's message exists iff the schedule's cursor moved past it.
 //! Usage: `delayd-local-crashchild <data-dir> <id-prefix> <schedule-start-ms>`.
 
-#![forbid(unsafe_code)]
-
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::Arc;

@@ -431,4 +431,29 @@ mod tests {
         assert_eq!(finding.affects, "message orders/o-1");
         assert!(report.damaged());
     }
+
+    /// A schedule record that does not decode is named by its schedule.
+    #[test]
+    fn an_undecodable_schedule_is_named_by_its_id() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let opened = Store::open(dir.path(), 1 << 20).expect("open");
+            let mut set = crate::store::WriteSet::default();
+            let queue = delayd_core::QueueName::new("orders").expect("queue");
+            let id = delayd_core::ScheduleId::new("nightly").expect("id");
+            let key = crate::schedule_codec::schedule_key(&queue, &id);
+            set.put(crate::store::Space::Schedules, key, vec![1, 0xff]);
+            opened.store.commit(&set).expect("commit");
+            opened
+                .store
+                .persist(fjall::PersistMode::SyncAll)
+                .expect("persist");
+        }
+        let scratch = tempfile::tempdir().expect("tempdir");
+        let report = check(dir.path(), &scratch.path().join("copy")).expect("check");
+        let finding = &report.findings[0];
+        assert_eq!(finding.location, "keyspace schedules");
+        assert_eq!(finding.affects, "schedule orders/nightly");
+        assert!(report.damaged());
+    }
 }

@@ -80,7 +80,7 @@ async fn delivers_after_delay(h: Harness) {
         assert!(!verify_signature(b"wrong", timestamp, &r.body, signature));
     }
     for (name, ..) in &expected {
-        eventually(Duration::from_secs(5), "acked", || async {
+        eventually(5_000, "acked", || async {
             matches!(
                 h.broker.get(&q("orders"), &id(name)).await,
                 Err(BrokerError::MessageNotFound { .. })
@@ -108,9 +108,35 @@ async fn unsigned_without_secret_and_default_content_type() {
     assert_eq!(r.body.as_ref(), &[0, 159, 255]);
     assert_eq!(r.header("content-type"), "application/octet-stream");
     assert!(r.headers.get("delayd-signature").is_none());
-    eventually(Duration::from_secs(5), "204 acks", || async {
+    eventually(5_000, "204 acks", || async {
         h.broker.get(&q("plain"), &id("a")).await.is_err()
     })
     .await;
+    h.stop().await;
+}
+
+/// api.md "Push credentials": the queue's `push.headers` go with every push
+/// request and win over a message header of the same name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_headers_are_sent_with_every_request() {
+    let h = Harness::start(policy(&["127.0.0.1/32"])).await;
+    let mut receiver = Receiver::start(|_, _| Reply::Status(200)).await;
+    let mut config = push(receiver.url(), 2_000, 4, None);
+    config.headers = [
+        ("Authorization".to_owned(), "Bearer queue-token".to_owned()),
+        ("x-tenant".to_owned(), "acme".to_owned()),
+    ]
+    .into();
+    h.push_queue("creds", config, 5, retry(100, 2.0)).await;
+    for i in 0..2 {
+        let headers = [("authorization", "Bearer from-message")];
+        h.enqueue("creds", &format!("c{i}"), Schedule::Now, b"x", &headers)
+            .await;
+    }
+    for _ in 0..2 {
+        let r = receiver.next(Duration::from_secs(5)).await;
+        assert_eq!(r.header("authorization"), "Bearer queue-token");
+        assert_eq!(r.header("x-tenant"), "acme");
+    }
     h.stop().await;
 }

@@ -362,6 +362,7 @@ pub async fn delayd(url: &str, prefix: &str, label: &str, settings: &Settings) -
         key_prefix: prefix.to_owned(),
         clock: Arc::new(SystemClock),
         tls_ca: None,
+        virtual_time: false,
     };
     let node = Arc::new(RedisBroker::connect(config).await.unwrap());
     let q = QueueName::new("work").unwrap();

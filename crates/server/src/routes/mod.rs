@@ -238,11 +238,11 @@ impl utoipa::Modify for BearerAuth {
 /// 507 where messages are added); and the routes that need no token.
 struct ContractRules;
 
-/// beanstalkd's tube-name rule: no leading `-`.
-const QUEUE_PATTERN: &str = "^[A-Za-z0-9._+/;$()][A-Za-z0-9._+/;$()-]{0,199}$";
-const ID_PATTERN: &str = "^[A-Za-z0-9._:-]{1,256}$";
+/// The grammars are core's (`delayd_core::is_valid_queue_name`).
+const QUEUE_PATTERN: &str = delayd_core::QUEUE_NAME_PATTERN;
+const ID_PATTERN: &str = delayd_core::MESSAGE_ID_PATTERN;
 /// A schedule id has no `:` (its messages' ids are `<schedule id>:<t>`).
-const SCHEDULE_ID_PATTERN: &str = "^[A-Za-z0-9._-]{1,128}$";
+const SCHEDULE_ID_PATTERN: &str = delayd_core::recurring::SCHEDULE_ID_PATTERN;
 
 impl utoipa::Modify for ContractRules {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {

@@ -307,6 +307,7 @@ pub async fn queue_push_replaced_whole(b: Arc<dyn Broker>) {
         timeout_ms: 1_000,
         concurrency: 4,
         secret: Some("s3cret".into()),
+        headers: [("authorization".to_owned(), "Bearer t".to_owned())].into(),
     };
     let patch = |push| QueueConfigPatch {
         push,
@@ -314,11 +315,17 @@ pub async fn queue_push_replaced_whole(b: Arc<dyn Broker>) {
     };
     let (_, info) = s::must(b.put_queue(&q, patch(Some(Some(first)))).await, "create");
     assert_eq!(info.config.push.as_ref().map(|p| p.concurrency), Some(4));
+    assert_eq!(
+        info.config.push.as_ref().map(|p| p.headers.len()),
+        Some(1),
+        "push headers are stored"
+    );
     let second = PushConfig {
         url: "http://127.0.0.1:9/b".into(),
         timeout_ms: 2_000,
         concurrency: 1,
         secret: None,
+        headers: Default::default(),
     };
     let (_, info) = s::must(
         b.put_queue(&q, patch(Some(Some(second.clone())))).await,
@@ -327,7 +334,7 @@ pub async fn queue_push_replaced_whole(b: Arc<dyn Broker>) {
     assert_eq!(
         info.config.push,
         Some(second.clone()),
-        "replaced whole, secret too"
+        "replaced whole, secret and headers too"
     );
     let (_, info) = s::must(b.put_queue(&q, patch(None)).await, "keep");
     assert_eq!(info.config.push, Some(second), "absent push is kept");

@@ -1,0 +1,27 @@
+//! The schedule cases on virtual time (tokio's clock paused, the broker
+//! reading the case's `VirtualClock`), including the ones that move the
+//! wall clock (DST transitions, catch-up after a jump), against a single
+//! Redis.
+
+mod support;
+
+use std::sync::Arc;
+
+use delayd_redis::{RedisBroker, RedisConfig};
+use support::{shared_single, unique_prefix};
+
+delayd_core::conformance_tests_schedules!(
+    virtual_time
+        | clock
+        | async move {
+            let config = RedisConfig {
+                urls: vec![shared_single().url()],
+                shards: 1,
+                key_prefix: unique_prefix(),
+                clock,
+                tls_ca: None,
+                virtual_time: true,
+            };
+            Arc::new(RedisBroker::connect(config).await.expect("connect"))
+        }
+);

@@ -1,0 +1,76 @@
+//! Redis (AOF, `appendfsync always`) is down for a few fire times of a
+//! schedule: nothing fires meanwhile, and once Redis is back the node's
+//! sweep plans again at its `now`, so with `catchup: all` every fire time
+//! of the outage is enqueued (once) and the schedule goes on.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use delayd_core::{
+    Broker, Catchup, Clock, EnqueueOptions, ListQuery, MessageState, MessageTemplate, Overlap,
+    QueueName, Recurrence, ScheduleDefinition, ScheduleId, SystemClock,
+};
+use support::{broker, unique_prefix, RedisServer};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fire_times_of_an_outage_are_caught_up() {
+    let mut server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let node = broker(vec![server.url()], 1, &unique_prefix()).await;
+    let q = QueueName::new("outage").unwrap();
+    let id = ScheduleId::new("every-second").unwrap();
+    let start = SystemClock.now_ms() + 300;
+    let def = ScheduleDefinition {
+        recurrence: Recurrence::Every { every_ms: 1_000 },
+        start_at: start,
+        end_at: None,
+        max_fires: None,
+        message: MessageTemplate::default(),
+        catchup: Catchup::All,
+        catchup_window_ms: 3_600_000,
+        overlap: Overlap::Allow,
+        jitter_ms: 0,
+        paused: false,
+    };
+    node.put_schedule(&q, &id, def, EnqueueOptions::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(node.get_schedule(&q, &id).await.unwrap().fires, 2);
+
+    server.kill();
+    let killed_at = SystemClock.now_ms();
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    server.restart();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while node.ready().await.is_err() {
+        assert!(Instant::now() < deadline, "broker never reconnected");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Sweep interval plus slack for a loaded machine.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+
+    let record = node.get_schedule(&q, &id).await.unwrap();
+    let query = ListQuery {
+        state: MessageState::Ready,
+        after: None,
+        limit: 100,
+    };
+    let enqueued: BTreeSet<String> = node
+        .list(&q, query)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id.to_string())
+        .collect();
+    let expected: BTreeSet<String> = (0..record.fires)
+        .map(|k| format!("{id}:{}", start + k * 1_000))
+        .collect();
+    assert_eq!(enqueued, expected);
+    let outage_fires = (0..record.fires)
+        .map(|k| start + k * 1_000)
+        .filter(|t| *t > killed_at && *t < killed_at + 2_500)
+        .count();
+    assert!(outage_fires >= 2, "{record:?}, killed at {killed_at}");
+}

@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""Recurring schedules against a real `delayd serve` it starts itself.
+
+Two benches (docs/BENCHMARKS.md, "Schedules"):
+
+  burst   N schedules (`every_ms` 60000, one anchor) fire in the same second.
+          Same-run baseline first: N durable single enqueues over HTTP
+          (64 connections), the server's CPU per enqueue. Then the first
+          fire with no consumer (server CPU per fire over the fire window)
+          and the second fire with consumers waiting (lateness = lease start
+          - fire time, from each message's `lease_until - lease_ms` and its
+          `delayd-scheduled-for` header; none early, each fire time once).
+  memory  N schedules (`every_ms` 3600000, spread start times): the
+          server's RSS per schedule (VmRSS after - before, divided by N),
+          then a restart (SIGKILL, start again) and the time from the new
+          process's start to the first fire of a schedule that was due
+          during the downtime (catch-up `latest`) being leasable.
+
+Server CPU is utime + stime from /proc/PID/stat. Usage:
+  scripts/schedule-bench.py burst  [--schedules 10000] [--bin target/release/delayd]
+  scripts/schedule-bench.py memory [--schedules 100000]
+Only 127.0.0.1; every loop is bounded in count and time.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+class Server:
+    def __init__(self, binary, data, port, extra):
+        self.binary, self.data, self.port, self.extra = binary, data, port, extra
+        self.proc = None
+
+    def start(self):
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [self.binary, "serve", "--http", f"127.0.0.1:{self.port}", "--beanstalk", "off",
+             "--data", self.data, *self.extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                sys.exit(f"delayd serve exited with {self.proc.returncode}")
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1)
+                conn.request("GET", "/healthz")
+                if conn.getresponse().status == 200:
+                    return
+            except OSError:
+                time.sleep(0.02)
+        sys.exit("delayd serve did not answer /healthz within 30 s")
+
+    def cpu_s(self):
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / HZ
+
+    def rss_kib(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=20)
+
+
+class Api:
+    """One keep-alive connection per thread."""
+
+    def __init__(self, port):
+        self.port = port
+        self.local = threading.local()
+
+    def call(self, method, path, body=None, ok=(200, 201, 204)):
+        for attempt in range(3):
+            conn = getattr(self.local, "conn", None)
+            if conn is None:
+                conn = self.local.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+            try:
+                data = None if body is None else json.dumps(body)
+                conn.request(method, path, body=data, headers={"content-type": "application/json"})
+                response = conn.getresponse()
+                text = response.read()
+            except (OSError, http.client.HTTPException):
+                self.local.conn = None
+                if attempt == 2:
+                    raise
+                continue
+            if response.status not in ok:
+                raise RuntimeError(f"{method} {path}: {response.status} {text[:200]!r}")
+            return json.loads(text) if text else None
+        return None
+
+
+def parallel(count, threads, fn):
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(fn, range(count)))
+
+
+def put_schedules(api, queue, count, body_for, threads=32):
+    parallel(count, threads, lambda i: api.call("PUT", f"/v1/queues/{queue}/schedules/s{i}", body_for(i)))
+
+
+def drain(api, queue, expected, deadline_s, record=None):
+    """Leases and acks until `expected` messages came (or the deadline)."""
+    got = 0
+    lock = threading.Lock()
+    stop = time.monotonic() + deadline_s
+
+    def consumer(_):
+        nonlocal got
+        while time.monotonic() < stop:
+            with lock:
+                if got >= expected:
+                    return
+            leased = api.call("POST", f"/v1/queues/{queue}/leases", {"max": 1000, "wait_ms": 1000})["messages"]
+            if not leased:
+                continue
+            if record:
+                record(leased)
+            api.call("POST", f"/v1/queues/{queue}/acks",
+                     {"acks": [{"id": m["id"], "lease_id": m["lease_id"]} for m in leased]})
+            with lock:
+                got += len(leased)
+
+    parallel(4, 4, consumer)
+    return got
+
+
+def wait_until_ms(t):
+    while True:
+        left = t - now_ms()
+        if left <= 0:
+            return
+        time.sleep(min(left, 500) / 1000)
+
+
+def bench_burst(args, server, api):
+    n = args.schedules
+    # Baseline: durable single enqueues, one per request, 64 connections.
+    before = server.cpu_s()
+    began = time.monotonic()
+    parallel(n, 64, lambda i: api.call("POST", "/v1/queues/base/messages", {"payload": "x" * 100, "delay_ms": 3_600_000}))
+    enqueue_wall = time.monotonic() - began
+    enqueue_cpu_us = (server.cpu_s() - before) * 1e6 / n
+    api.call("DELETE", "/v1/queues/base")
+    print(f"baseline: {n} durable single enqueues in {enqueue_wall:.2f} s "
+          f"({n / enqueue_wall:,.0f}/s), server cpu {enqueue_cpu_us:.1f} us per enqueue")
+
+    anchor = (now_ms() // 1000 + max(20, n // 500)) * 1000
+    body = {"every_ms": 60_000, "start_at": anchor, "message": {"payload": "y" * 100}}
+    began = time.monotonic()
+    put_schedules(api, "sched", n, lambda i: body)
+    print(f"created {n} schedules in {time.monotonic() - began:.2f} s; first fire at +{(anchor - now_ms()) / 1000:.1f} s")
+
+    # First fire, no consumer: CPU per fire.
+    wait_until_ms(anchor - 1000)
+    before = server.cpu_s()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        stats = api.call("GET", "/v1/queues/sched")["stats"]
+        if now_ms() > anchor and stats["scheduled"] + stats["ready"] >= n:
+            break
+        time.sleep(0.05)
+    fire_cpu_us = (server.cpu_s() - before) * 1e6 / n
+    print(f"first fire: {stats['scheduled'] + stats['ready']} enqueued by +{(now_ms() - anchor) / 1000:.2f} s, "
+          f"server cpu {fire_cpu_us:.1f} us per fire = {fire_cpu_us / enqueue_cpu_us:.2f}x a durable single enqueue")
+    drained = drain(api, "sched", n, 60)
+    assert drained == n, f"drained {drained} of {n} first-fire messages"
+
+    # Second fire, consumers waiting: lateness.
+    second = anchor + 60_000
+    lateness, ids, early = [], set(), 0
+    lock = threading.Lock()
+
+    def record(leased):
+        nonlocal early
+        with lock:
+            for m in leased:
+                t = int(m["headers"]["delayd-scheduled-for"])
+                if t != second:
+                    continue
+                start = m["lease_until"] - m.get("lease_ms", 30_000)
+                ids.add(m["id"])
+                lateness.append(start - t)
+                early += start < m["deliver_at"]
+
+    wait_until_ms(second - 2000)
+    got = drain(api, "sched", n, 60, record)
+    lateness.sort()
+    pct = lambda p: lateness[min(len(lateness) - 1, int(p * len(lateness)))]
+    print(f"second fire with waiting consumers: {len(ids)} distinct of {n} fire messages ({got} leased), early {early}, "
+          f"lateness ms p50 {pct(0.5)} p99 {pct(0.99)} max {lateness[-1]} mean {statistics.mean(lateness):.1f}")
+
+
+def bench_memory(args, server, api, restart):
+    n = args.schedules
+    rss_before = server.rss_kib()
+    base = now_ms() + 3_600_000
+    # Spread over the hour so that the timers hold n distinct instants.
+    put_schedules(api, "mem", n, lambda i: {"every_ms": 3_600_000, "start_at": base + (i * 997) % 3_600_000,
+                                            "message": {"payload": "m"}})
+    time.sleep(2)
+    rss_after = server.rss_kib()
+    print(f"{n} schedules: RSS {rss_before / 1024:.1f} -> {rss_after / 1024:.1f} MiB, "
+          f"{(rss_after - rss_before) * 1024 / n:.0f} B per schedule")
+    # A schedule that falls due while the server is down.
+    due = now_ms() + 1500
+    api.call("PUT", "/v1/queues/first/schedules/soon", {"every_ms": 3_600_000, "start_at": due})
+    server.stop(signal.SIGKILL)
+    wait_until_ms(due + 500)
+    server.start()
+    api.local.conn = None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        leased = api.call("POST", "/v1/queues/first/leases", {"max": 1, "wait_ms": 100})["messages"]
+        if leased:
+            break
+    took = time.monotonic() - server.started
+    print(f"restart with {n + 1} schedules: first fire leasable {took:.3f} s after the process started "
+          f"({'ok' if leased else 'NOT FIRED'}); RSS after restart {server.rss_kib() / 1024:.1f} MiB")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", choices=["burst", "memory"])
+    parser.add_argument("--schedules", type=int)
+    parser.add_argument("--bin", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "release", "delayd"))
+    parser.add_argument("--serve-arg", action="append", default=[], help="extra `delayd serve` argument")
+    args = parser.parse_args()
+    args.schedules = args.schedules or (10_000 if args.mode == "burst" else 100_000)
+    data = tempfile.mkdtemp(prefix="delayd-schedule-bench-")
+    server = Server(args.bin, data, free_port(), args.serve_arg)
+    print(f"mode={args.mode} schedules={args.schedules} load: {open('/proc/loadavg').read().split()[:3]} cores: {os.cpu_count()}")
+    server.start()
+    api = Api(server.port)
+    try:
+        if args.mode == "burst":
+            bench_burst(args, server, api)
+        else:
+            bench_memory(args, server, api, restart=True)
+    finally:
+        server.stop()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
