@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the external programs the test suite talks to, when missing:
-# redis-server/redis-cli (RedisBroker tests) and the Python beanstalkd client
-# greenstalk (interoperability test). Idempotent and quiet.
+# redis-server/redis-cli (RedisBroker tests), the Python beanstalkd client
+# greenstalk (interoperability test), Python's venv module, dpkg-deb and
+# openssl.
+# Idempotent and quiet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +20,19 @@ if [ -f scripts/ensure-redis.sh ]; then
   bash scripts/ensure-redis.sh
 elif ! command -v redis-server >/dev/null 2>&1; then
   apt_install redis-server
+fi
+
+# The Python client's tests make a virtualenv (scripts/test-python); the
+# Debian package test needs dpkg-deb.
+if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  apt_install python3-venv
+fi
+if ! command -v dpkg-deb >/dev/null 2>&1; then
+  apt_install dpkg
+fi
+# The Python client's TLS test makes its certificate with openssl.
+if ! command -v openssl >/dev/null 2>&1; then
+  apt_install openssl
 fi
 
 if ! python3 -c 'import greenstalk' >/dev/null 2>&1; then

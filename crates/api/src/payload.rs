@@ -150,30 +150,67 @@ fn decode<E: de::Error>(encoded: &str) -> Result<Vec<u8>, E> {
 
 #[cfg(feature = "openapi")]
 mod schema {
-    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+    use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
     use utoipa::openapi::RefOr;
 
     use super::{Payload, BASE64_KEY, TEXT_KEY};
 
-    /// One of two single-key objects; flattened into a message this reads
-    /// as "exactly one of `payload` and `payload_base64`".
+    /// The one-of rule as prose, not as `oneOf`.
+    const RULE: &str = "Exactly one of `payload` (UTF-8 text, may be empty) and \
+        `payload_base64` (standard base64, padded) is present: a request with both \
+        or neither is refused with 400 `invalid_argument`; a response carries \
+        `payload` when the bytes are valid UTF-8, else `payload_base64`.";
+
+    /// An object with both keys optional and the rule in its description.
+    /// Flattened into a message it reads as two optional properties beside
+    /// the message's own. A `oneOf` of two single-key objects said the rule
+    /// in the schema itself, but generators (openapi-python-client among
+    /// them) cannot merge an `allOf` that includes a `oneOf` and dropped
+    /// every operation using it; the server enforces the rule either way
+    /// (`PayloadVisitor`).
     impl utoipa::PartialSchema for Payload {
         fn schema() -> RefOr<Schema> {
-            let text = one_string(TEXT_KEY, "UTF-8 payload (may be empty)");
-            let binary = one_string(BASE64_KEY, "Standard base64 (padded) of a binary payload");
-            OneOfBuilder::new().item(text).item(binary).into()
+            let text = string(&format!(
+                "UTF-8 payload (may be empty). Not with `{BASE64_KEY}`."
+            ));
+            let binary = string(&format!(
+                "Standard base64 (padded) of a binary payload. Not with `{TEXT_KEY}`."
+            ));
+            ObjectBuilder::new()
+                .description(Some(RULE))
+                .property(TEXT_KEY, text)
+                .property(BASE64_KEY, binary)
+                .into()
         }
     }
 
-    /// An object whose one required property `key` is a string.
-    fn one_string(key: &str, description: &str) -> ObjectBuilder {
-        let value = ObjectBuilder::new()
+    fn string(description: &str) -> ObjectBuilder {
+        ObjectBuilder::new()
             .schema_type(Type::String)
-            .description(Some(description));
-        ObjectBuilder::new().property(key, value).required(key)
+            .description(Some(description))
     }
 
     impl utoipa::ToSchema for Payload {}
+
+    #[cfg(test)]
+    mod tests {
+        use utoipa::PartialSchema as _;
+
+        /// Both keys are optional properties of one plain object: no
+        /// `oneOf`, no `required`.
+        #[test]
+        fn both_keys_optional_on_one_object() {
+            let schema = serde_json::to_value(super::Payload::schema()).unwrap();
+            assert_eq!(schema["type"], "object");
+            assert_eq!(schema["properties"]["payload"]["type"], "string");
+            assert_eq!(schema["properties"]["payload_base64"]["type"], "string");
+            assert!(schema.get("oneOf").is_none() && schema.get("required").is_none());
+            assert!(schema["description"]
+                .as_str()
+                .unwrap()
+                .contains("Exactly one of"));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -46,6 +46,15 @@ use std::process::ExitCode;
 use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 use delayd_client::{Client, ClientError};
 
+/// `delayd --version`: the crate version and the commit it was built from
+/// (`unknown` outside a git checkout; see build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("DELAYD_GIT_COMMIT"),
+    ")"
+);
+
 /// Exit code when the server answered with an error.
 const EXIT_API_ERROR: u8 = 1;
 /// Exit code for bad usage (clap uses it too for argument errors).
@@ -56,7 +65,7 @@ const EXIT_UNREACHABLE: u8 = 3;
 #[derive(Debug, Parser)]
 #[command(
     name = "delayd",
-    version,
+    version = VERSION,
     about = "delayd: a durable delayed-message service"
 )]
 struct Cli {

@@ -1,0 +1,106 @@
+"""Python client for delayd, the durable delayed-message service.
+
+    import delayd
+
+    with delayd.Client("http://127.0.0.1:7070") as client:
+        emails = client.queue("emails")
+        emails.enqueue('{"to": "a@example.com"}', delay=3600, id="welcome-42")
+        for msg in emails.consume(max=100, wait=20):
+            send(msg.json())          # acked when the loop moves on
+
+# Layout
+- ``client``: :class:`Client` and :class:`Queue` (sync); ``aio``: the same
+  as :class:`AsyncClient` and :class:`AsyncQueue`.
+- ``_ops``: request builders both share; ``_transport``: errors and retries;
+  ``routes``: every API operation with the fields the client sends (checked
+  against the server's OpenAPI document by the tests).
+- ``models``: wire types (dataclasses); ``errors``: one exception per code.
+- ``worker`` / ``aio_worker``: ``consume()`` and ``work()`` with lease
+  extension, ack/nack and graceful stop.
+- ``push``: ``delayd-signature`` verification for push receivers.
+"""
+
+from ._ops import EnqueueItem, PushConfig
+from ._transport import NO_RETRY, RetryPolicy, __version__
+from .aio import AsyncClient, AsyncQueue
+from .aio_worker import AsyncConsumer, AsyncDelivery
+from .client import Client, Queue
+from .errors import (
+    DelaydError,
+    InsufficientStorage,
+    InvalidArgument,
+    InvalidJson,
+    InvalidState,
+    LeaseMismatch,
+    MessageNotFound,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    QueueNotFound,
+    ScheduleNotFound,
+    TransportError,
+    Unauthorized,
+    Unavailable,
+)
+from .models import (
+    AckResult,
+    EnqueueResult,
+    Histogram,
+    LeasedMessage,
+    Message,
+    Push,
+    QueueConfig,
+    QueueInfo,
+    QueueStats,
+    Retry,
+    Schedule,
+    ScheduleMessage,
+)
+from .push import PushDelivery, SignatureError, verify
+from .worker import Consumer, Delivery
+
+__all__ = [
+    "AckResult",
+    "AsyncClient",
+    "AsyncConsumer",
+    "AsyncDelivery",
+    "AsyncQueue",
+    "Client",
+    "Consumer",
+    "DelaydError",
+    "Delivery",
+    "EnqueueItem",
+    "EnqueueResult",
+    "Histogram",
+    "InsufficientStorage",
+    "InvalidArgument",
+    "InvalidJson",
+    "InvalidState",
+    "LeaseMismatch",
+    "LeasedMessage",
+    "Message",
+    "MessageNotFound",
+    "MethodNotAllowed",
+    "NO_RETRY",
+    "NotFound",
+    "PayloadTooLarge",
+    "Push",
+    "PushConfig",
+    "PushDelivery",
+    "Queue",
+    "QueueConfig",
+    "QueueInfo",
+    "QueueNotFound",
+    "QueueStats",
+    "Retry",
+    "RetryPolicy",
+    "Schedule",
+    "ScheduleMessage",
+    "ScheduleNotFound",
+    "SignatureError",
+    "TransportError",
+    "Unauthorized",
+    "Unavailable",
+    "__version__",
+    "verify",
+]

@@ -1,0 +1,394 @@
+"""Request builders shared by the sync and asyncio clients.
+
+Each function turns Python arguments into a :class:`Call` (route, path
+parameters, body, query, how to read the answer); the two clients only
+differ in how they send it. Python-side durations are seconds (``float``
+or ``timedelta``) and times are ``datetime`` or epoch milliseconds, as the
+API's own ``*_at`` fields are.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, Sequence, TypeVar, Union
+from urllib.parse import quote
+
+import httpx
+
+from . import models as m
+from .errors import DelaydError, error_from_body
+from .routes import ROUTES, Route
+
+T = TypeVar("T")
+
+Duration = Union[float, int, _dt.timedelta]
+"""Seconds, or a ``timedelta``."""
+Instant = Union[int, _dt.datetime]
+"""Epoch milliseconds, or an aware ``datetime`` (naive ones are taken as UTC)."""
+
+
+@dataclass
+class Call(Generic[T]):
+    route: Route
+    parse: Callable[[httpx.Response], T]
+    path: Dict[str, str] = field(default_factory=dict)
+    body: Optional[Dict[str, Any]] = None
+    query: Dict[str, Any] = field(default_factory=dict)
+    retry_safe: bool = False
+    """Whether a lost answer may be retried (an idempotent route, or an
+    enqueue whose ids make it idempotent)."""
+    extra_timeout: float = 0.0
+    """Seconds the server may legitimately hold the request (a lease's wait)."""
+
+    def url_path(self) -> str:
+        return self.route.path.format(**{k: quote(v, safe="") for k, v in self.path.items()})
+
+
+def to_ms(value: Optional[Duration]) -> Optional[int]:
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, _dt.timedelta) else float(value)
+    if seconds < 0:
+        raise ValueError("durations are not negative")
+    return int(round(seconds * 1000))
+
+
+def to_epoch_ms(value: Optional[Instant]) -> Optional[int]:
+    if value is None or isinstance(value, int):
+        return value
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.timezone.utc)
+    return int(value.timestamp() * 1000)
+
+
+def _json(resp: httpx.Response) -> Any:
+    return resp.json()
+
+
+def _none(_: httpx.Response) -> None:
+    return None
+
+
+def call(name: str, parse: Callable[[httpx.Response], T], **kw: Any) -> Call[T]:
+    route = ROUTES[name]
+    kw.setdefault("retry_safe", route.idempotent)
+    return Call(route=route, parse=parse, **kw)
+
+
+# ---- operations -----------------------------------------------------------
+
+
+def health(name: str = "healthz") -> Call[Dict[str, Any]]:
+    return call(name, _json)
+
+
+def metrics() -> Call[str]:
+    return call("metrics", lambda r: r.text)
+
+
+def openapi() -> Call[Dict[str, Any]]:
+    return call("openapi", _json)
+
+
+def list_queues() -> Call[List[m.QueueInfo]]:
+    return call("list_queues", lambda r: [m.QueueInfo.from_json(q) for q in r.json()["queues"]])
+
+
+def get_queue(queue: str) -> Call[m.QueueInfo]:
+    return call("get_queue", _queue_info, path={"queue": queue})
+
+
+def _queue_info(resp: httpx.Response) -> m.QueueInfo:
+    return m.QueueInfo.from_json(resp.json())
+
+
+_UNSET: Any = object()
+
+
+def put_queue(
+    queue: str,
+    *,
+    lease: Optional[Duration] = None,
+    max_attempts: Optional[int] = None,
+    retry: Optional[m.Retry] = None,
+    push: Any = _UNSET,
+) -> Call[m.QueueInfo]:
+    """``push``: a :class:`PushConfig`, or ``None`` to remove push (left out: unchanged)."""
+    route = ROUTES["put_queue"]
+    body = route.body(lease_ms=to_ms(lease), max_attempts=max_attempts)
+    assert body is not None
+    if retry is not None:
+        body["retry"] = route.check_nested(
+            "retry", {"initial_ms": retry.initial_ms, "max_ms": retry.max_ms, "multiplier": retry.multiplier}
+        )
+    if push is not _UNSET:
+        body["push"] = None if push is None else route.check_nested("push", push.to_json())
+    return call("put_queue", _queue_info, path={"queue": queue}, body=body)
+
+
+def queue_action(name: str, queue: str) -> Call[m.QueueInfo]:
+    return call(name, _queue_info, path={"queue": queue})
+
+
+def delete_queue(queue: str) -> Call[None]:
+    return call("delete_queue", _none, path={"queue": queue})
+
+
+def histogram(
+    queue: str, start: Optional[Instant] = None, end: Optional[Instant] = None, buckets: Optional[int] = None
+) -> Call[m.Histogram]:
+    query = _query({"from": to_epoch_ms(start), "to": to_epoch_ms(end), "buckets": buckets})
+    return call("histogram", lambda r: m.Histogram.from_json(r.json()), path={"queue": queue}, query=query)
+
+
+@dataclass
+class PushConfig:
+    """A queue's push target as ``put`` sets it; ``secret`` signs each
+    request (``delayd-signature``), ``headers`` (e.g. ``Authorization``) are
+    sent with each."""
+
+    url: str
+    timeout_ms: Optional[int] = None
+    concurrency: Optional[int] = None
+    secret: Optional[str] = None
+    headers: Optional[Dict[str, str]] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "url": self.url,
+            "timeout_ms": self.timeout_ms,
+            "concurrency": self.concurrency,
+            "secret": self.secret,
+            "headers": self.headers,
+        }
+
+
+@dataclass
+class EnqueueItem:
+    """One message of a batch (also what :meth:`Queue.enqueue` sends)."""
+
+    payload: m.PayloadLike
+    id: Optional[str] = None
+    delay: Optional[Duration] = None
+    deliver_at: Optional[Instant] = None
+    priority: Optional[int] = None
+    headers: Optional[Mapping[str, str]] = None
+    max_attempts: Optional[int] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        if self.delay is not None and self.deliver_at is not None:
+            raise ValueError("give delay or deliver_at, not both")
+        body = ROUTES["enqueue"].body(
+            id=self.id,
+            delay_ms=to_ms(self.delay),
+            deliver_at=to_epoch_ms(self.deliver_at),
+            priority=self.priority,
+            headers=dict(self.headers) if self.headers is not None else None,
+            max_attempts=self.max_attempts,
+        )
+        assert body is not None
+        body.update(m.payload_fields(self.payload))
+        return body
+
+
+def enqueue(queue: str, item: EnqueueItem) -> Call[m.EnqueueResult]:
+    return call(
+        "enqueue",
+        lambda r: m.EnqueueResult.from_json(r.json()),
+        path={"queue": queue},
+        body=item.to_json(),
+        # With an id a repeat is answered `created: false` and changes nothing.
+        retry_safe=item.id is not None,
+    )
+
+
+BatchResult = Union[m.EnqueueResult, DelaydError]
+
+
+def batch(queue: str, items: Iterable[Union[EnqueueItem, m.PayloadLike]]) -> Call[List[BatchResult]]:
+    whole = [i if isinstance(i, EnqueueItem) else EnqueueItem(i) for i in items]
+    route = ROUTES["batch"]
+    messages = [route.check_nested("messages", i.to_json()) for i in whole]
+    return call(
+        "batch",
+        _batch_results,
+        path={"queue": queue},
+        body=route.body(messages=messages),
+        retry_safe=all(i.id is not None for i in whole),
+    )
+
+
+def _batch_results(resp: httpx.Response) -> List[BatchResult]:
+    out: List[BatchResult] = []
+    for item in resp.json()["results"]:
+        out.append(error_from_body(item, None) if "error" in item else m.EnqueueResult.from_json(item))
+    return out
+
+
+def get_message(queue: str, id: str) -> Call[m.Message]:
+    return call("get_message", _message, path={"queue": queue, "id": id})
+
+
+def _message(resp: httpx.Response) -> m.Message:
+    return m.Message.from_json(resp.json())
+
+
+def _messages(resp: httpx.Response) -> List[m.Message]:
+    return [m.Message.from_json(x) for x in resp.json()["messages"]]
+
+
+def cancel(queue: str, id: str) -> Call[None]:
+    return call("cancel", _none, path={"queue": queue, "id": id})
+
+
+def reschedule(
+    queue: str, id: str, delay: Optional[Duration], deliver_at: Optional[Instant], priority: Optional[int]
+) -> Call[m.Message]:
+    if delay is not None and deliver_at is not None:
+        raise ValueError("give delay or deliver_at, not both")
+    body = ROUTES["reschedule"].body(delay_ms=to_ms(delay), deliver_at=to_epoch_ms(deliver_at), priority=priority)
+    return call("reschedule", _message, path={"queue": queue, "id": id}, body=body)
+
+
+def list_messages(queue: str, state: str, limit: Optional[int], after: Optional[str]) -> Call[List[m.Message]]:
+    query = _query({"state": state, "limit": limit, "after": after})
+    return call("list_messages", _messages, path={"queue": queue}, query=query)
+
+
+def lease(queue: str, max: int, wait: Optional[Duration], lease: Optional[Duration]) -> Call[List[m.LeasedMessage]]:
+    wait_ms = to_ms(wait)
+    body = ROUTES["lease"].body(max=max, wait_ms=wait_ms, lease_ms=to_ms(lease))
+    return call(
+        "lease",
+        lambda r: [m.LeasedMessage.from_json(x) for x in r.json()["messages"]],
+        path={"queue": queue},
+        body=body,
+        extra_timeout=(wait_ms or 0) / 1000,
+    )
+
+
+def ack(queue: str, id: str, lease_id: str) -> Call[None]:
+    return call("ack", _none, path={"queue": queue, "id": id}, body=ROUTES["ack"].body(lease_id=lease_id))
+
+
+def ack_many(queue: str, acks: Sequence[Any]) -> Call[List[m.AckResult]]:
+    """``acks``: leased messages (anything with ``id`` and ``lease_id``) or ``(id, lease_id)`` pairs."""
+    route = ROUTES["ack_many"]
+    items = []
+    for a in acks:
+        id, lease_id = (a.id, a.lease_id) if hasattr(a, "lease_id") else a
+        items.append(route.check_nested("acks", {"id": id, "lease_id": lease_id}))
+    return call(
+        "ack_many",
+        lambda r: [m.AckResult.from_json(x) for x in r.json()["results"]],
+        path={"queue": queue},
+        body=route.body(acks=items),
+    )
+
+
+def nack(queue: str, id: str, lease_id: str, delay: Optional[Duration]) -> Call[None]:
+    body = ROUTES["nack"].body(lease_id=lease_id, delay_ms=to_ms(delay))
+    return call("nack", _none, path={"queue": queue, "id": id}, body=body)
+
+
+def extend(queue: str, id: str, lease_id: str, lease: Optional[Duration]) -> Call[int]:
+    body = ROUTES["extend"].body(lease_id=lease_id, lease_ms=to_ms(lease))
+    return call("extend", lambda r: int(r.json()["lease_until"]), path={"queue": queue, "id": id}, body=body)
+
+
+def list_dead(queue: str, limit: Optional[int], after: Optional[str]) -> Call[List[m.Message]]:
+    return call("list_dead", _messages, path={"queue": queue}, query=_query({"limit": limit, "after": after}))
+
+
+def redrive(queue: str, ids: Optional[Sequence[str]]) -> Call[int]:
+    body = ROUTES["redrive"].body(ids=list(ids) if ids is not None else None)
+    return call("redrive", lambda r: int(r.json()["redriven"]), path={"queue": queue}, body=body)
+
+
+def _query(values: Mapping[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+# ---- schedules ------------------------------------------------------------
+
+
+def _schedule(resp: httpx.Response) -> m.Schedule:
+    return m.Schedule.from_json(resp.json())
+
+
+def put_schedule(
+    queue: str,
+    id: str,
+    *,
+    payload: Optional[m.PayloadLike] = None,
+    cron: Optional[str] = None,
+    every: Optional[Duration] = None,
+    tz: Optional[str] = None,
+    start_at: Optional[Instant] = None,
+    end_at: Optional[Instant] = None,
+    max_fires: Optional[int] = None,
+    priority: Optional[int] = None,
+    headers: Optional[Mapping[str, str]] = None,
+    max_attempts: Optional[int] = None,
+    catchup: Optional[str] = None,
+    catchup_window: Optional[Duration] = None,
+    overlap: Optional[str] = None,
+    jitter: Optional[Duration] = None,
+    paused: Optional[bool] = None,
+) -> Call[m.Schedule]:
+    route = ROUTES["put_schedule"]
+    message: Optional[Dict[str, Any]] = None
+    if payload is not None or priority is not None or headers or max_attempts is not None:
+        # Without a `message` the server fires an empty payload.
+        fields: Dict[str, Any] = {
+            "priority": priority,
+            "headers": dict(headers) if headers else None,
+            "max_attempts": max_attempts,
+        }
+        fields.update(m.payload_fields("" if payload is None else payload))
+        message = route.check_nested("message", fields)
+    body = route.body(
+        cron=cron,
+        every_ms=to_ms(every),
+        tz=tz,
+        start_at=to_epoch_ms(start_at),
+        end_at=to_epoch_ms(end_at),
+        max_fires=max_fires,
+        message=message,
+        catchup=catchup,
+        catchup_window_ms=to_ms(catchup_window),
+        overlap=overlap,
+        jitter_ms=to_ms(jitter),
+        paused=paused,
+    )
+    return call("put_schedule", _schedule, path={"queue": queue, "id": id}, body=body)
+
+
+def schedule_call(name: str, queue: str, id: str) -> Call[m.Schedule]:
+    return call(name, _schedule, path={"queue": queue, "id": id})
+
+
+def list_schedules(queue: str) -> Call[List[m.Schedule]]:
+    return call(
+        "list_schedules",
+        lambda r: [m.Schedule.from_json(s) for s in r.json()["schedules"]],
+        path={"queue": queue},
+    )
+
+
+def delete_schedule(queue: str, id: str) -> Call[None]:
+    return call("delete_schedule", _none, path={"queue": queue, "id": id})
+
+
+def trigger_schedule(queue: str, id: str) -> Call[m.EnqueueResult]:
+    return call("trigger_schedule", lambda r: m.EnqueueResult.from_json(r.json()), path={"queue": queue, "id": id})
+
+
+def preview_schedule(
+    cron: Optional[str], every: Optional[Duration], tz: Optional[str], start_at: Optional[Instant], count: Optional[int]
+) -> Call[List[int]]:
+    body = ROUTES["preview_schedule"].body(
+        cron=cron, every_ms=to_ms(every), tz=tz, start_at=to_epoch_ms(start_at), count=count
+    )
+    return call("preview_schedule", lambda r: [int(t) for t in r.json()["fires"]], body=body)

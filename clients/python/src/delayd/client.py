@@ -1,0 +1,367 @@
+"""The synchronous client: :class:`Client` (server-wide calls) and
+:class:`Queue` (everything about one queue), over ``httpx.Client``.
+
+``delayd.aio`` has the same classes for asyncio with the same methods; a
+test checks that the two have the same signatures.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, TypeVar, Union
+
+import httpx
+
+from . import _ops as ops
+from . import models as m
+from ._ops import BatchResult, Duration, EnqueueItem, Instant
+from ._transport import (
+    DEFAULT_RETRY,
+    RetryPolicy,
+    TlsVerify,
+    build_request,
+    check,
+    default_headers,
+    retryable_exception,
+    retryable_status,
+    ssl_verify,
+    transport_error,
+)
+from .worker import Consumer, Delivery, run_workers
+
+T = TypeVar("T")
+
+
+class Client:
+    """A connection pool to one delayd server.
+
+    ``base_url``: e.g. ``http://127.0.0.1:7070``. ``token``: the bearer token
+    when the server runs with ``--token``. ``timeout``: seconds per request
+    (lease calls add their wait). ``http2=True`` needs ``pip install
+    delayd[http2]``. ``verify``: ``True`` (system CAs), a CA bundle path, an
+    ``ssl.SSLContext`` or ``False``. ``httpx_client`` replaces the pool (its base URL and
+    headers are used as given).
+    """
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:7070",
+        *,
+        token: Optional[str] = None,
+        timeout: float = 10.0,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        http2: bool = False,
+        verify: TlsVerify = True,
+        httpx_client: Optional[httpx.Client] = None,
+    ) -> None:
+        self.timeout = timeout
+        self.retry = retry
+        self._http = httpx_client or httpx.Client(
+            base_url=base_url,
+            headers=default_headers(token),
+            timeout=timeout,
+            http2=http2,
+            verify=ssl_verify(verify),
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _run(self, call: ops.Call[T]) -> T:
+        retry = 0
+        while True:
+            retry += 1
+            last = retry >= self.retry.attempts
+            try:
+                resp = self._http.send(build_request(self._http, call, self.timeout))
+            except httpx.HTTPError as exc:
+                if last or not retryable_exception(call, exc):
+                    raise transport_error(exc) from exc
+            else:
+                if last or not retryable_status(call, resp.status_code):
+                    check(resp)
+                    return call.parse(resp)
+            time.sleep(self.retry.pause(retry))
+
+    def queue(self, name: str) -> "Queue":
+        """A handle on queue ``name`` (no request is made)."""
+        return Queue(self, name)
+
+    def health(self) -> Dict[str, Any]:
+        """``GET /healthz``: the process is up."""
+        return self._run(ops.health("healthz"))
+
+    def ready(self) -> Dict[str, Any]:
+        """``GET /readyz``: the store is reachable and accepting writes."""
+        return self._run(ops.health("readyz"))
+
+    def metrics(self) -> str:
+        """``GET /metrics``: Prometheus text."""
+        return self._run(ops.metrics())
+
+    def openapi(self) -> Dict[str, Any]:
+        """``GET /openapi.json``."""
+        return self._run(ops.openapi())
+
+    def queues(self) -> List[m.QueueInfo]:
+        """Every queue, by name."""
+        return self._run(ops.list_queues())
+
+    def preview_schedule(
+        self,
+        *,
+        cron: Optional[str] = None,
+        every: Optional[Duration] = None,
+        tz: Optional[str] = None,
+        start_at: Optional[Instant] = None,
+        count: Optional[int] = None,
+    ) -> List[int]:
+        """The next fire times (epoch ms) of a ``cron`` or ``every``
+        schedule, computed exactly as a schedule would; stores nothing."""
+        return self._run(ops.preview_schedule(cron, every, tz, start_at, count))
+
+
+class Queue:
+    """One queue of a :class:`Client`: enqueue, consume, inspect, configure."""
+
+    def __init__(self, client: Client, name: str) -> None:
+        self.client = client
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name!r})"
+
+    def _run(self, call: ops.Call[T]) -> T:
+        return self.client._run(call)
+
+    # ---- the queue itself -------------------------------------------------
+
+    def put(
+        self,
+        *,
+        lease: Optional[Duration] = None,
+        max_attempts: Optional[int] = None,
+        retry: Optional[m.Retry] = None,
+        push: Any = ops._UNSET,
+    ) -> m.QueueInfo:
+        """Creates the queue or merges these settings into it. ``push``: a
+        :class:`PushConfig`, or ``None`` to turn push off."""
+        return self._run(ops.put_queue(self.name, lease=lease, max_attempts=max_attempts, retry=retry, push=push))
+
+    def info(self) -> m.QueueInfo:
+        """The queue object (config, paused, stats); ``QueueNotFound`` if absent."""
+        return self._run(ops.get_queue(self.name))
+
+    def delete(self) -> None:
+        """Deletes the queue with all its messages and schedules."""
+        return self._run(ops.delete_queue(self.name))
+
+    def pause(self) -> m.QueueInfo:
+        """Stops handing out leases and pushing (enqueues still work)."""
+        return self._run(ops.queue_action("pause", self.name))
+
+    def resume(self) -> m.QueueInfo:
+        return self._run(ops.queue_action("resume", self.name))
+
+    def histogram(
+        self, *, start: Optional[Instant] = None, end: Optional[Instant] = None, buckets: Optional[int] = None
+    ) -> m.Histogram:
+        """Scheduled messages counted by due time."""
+        return self._run(ops.histogram(self.name, start, end, buckets))
+
+    # ---- messages ---------------------------------------------------------
+
+    def enqueue(
+        self,
+        payload: m.PayloadLike,
+        *,
+        id: Optional[str] = None,
+        delay: Optional[Duration] = None,
+        deliver_at: Optional[Instant] = None,
+        priority: Optional[int] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        max_attempts: Optional[int] = None,
+    ) -> m.EnqueueResult:
+        """Enqueues one message, delivered after ``delay`` seconds or at
+        ``deliver_at`` (neither: now). With an ``id`` the call is idempotent
+        (``created`` False when that id is live) and retried safely."""
+        item = EnqueueItem(payload, id, delay, deliver_at, priority, headers, max_attempts)
+        return self._run(ops.enqueue(self.name, item))
+
+    def enqueue_many(self, items: Iterable[Union[EnqueueItem, m.PayloadLike]]) -> List[BatchResult]:
+        """Enqueues up to 1000 messages in one request; each result is an
+        :class:`EnqueueResult` or the item's own :class:`DelaydError`."""
+        return self._run(ops.batch(self.name, items))
+
+    def get(self, id: str) -> m.Message:
+        return self._run(ops.get_message(self.name, id))
+
+    def cancel(self, id: str) -> None:
+        """Cancels a message in any state; ``MessageNotFound`` if unknown."""
+        return self._run(ops.cancel(self.name, id))
+
+    def reschedule(
+        self,
+        id: str,
+        *,
+        delay: Optional[Duration] = None,
+        deliver_at: Optional[Instant] = None,
+        priority: Optional[int] = None,
+    ) -> m.Message:
+        """Moves a scheduled or ready message (``InvalidState`` when leased or dead)."""
+        return self._run(ops.reschedule(self.name, id, delay, deliver_at, priority))
+
+    def messages(self, state: str, *, limit: Optional[int] = None, after: Optional[str] = None) -> List[m.Message]:
+        """One page of the messages in ``state`` (``scheduled``, ``ready``, ``leased``, ``dead``)."""
+        return self._run(ops.list_messages(self.name, state, limit, after))
+
+    # ---- consuming --------------------------------------------------------
+
+    def lease(
+        self, *, max: int = 1, wait: Optional[Duration] = None, lease: Optional[Duration] = None
+    ) -> List[m.LeasedMessage]:
+        """Up to ``max`` ready messages, waiting up to ``wait`` seconds for one."""
+        return self._run(ops.lease(self.name, max, wait, lease))
+
+    def ack(self, id: str, lease_id: str) -> None:
+        return self._run(ops.ack(self.name, id, lease_id))
+
+    def ack_many(self, acks: Sequence[Any]) -> List[m.AckResult]:
+        """Acks leased messages (or ``(id, lease_id)`` pairs) in one request."""
+        return self._run(ops.ack_many(self.name, acks))
+
+    def nack(self, id: str, lease_id: str, *, delay: Optional[Duration] = None) -> None:
+        """Gives a message back: retried after ``delay`` (default: the queue's backoff)."""
+        return self._run(ops.nack(self.name, id, lease_id, delay))
+
+    def extend(self, id: str, lease_id: str, *, lease: Optional[Duration] = None) -> int:
+        """Extends a lease to now + ``lease``; returns the new ``lease_until``."""
+        return self._run(ops.extend(self.name, id, lease_id, lease))
+
+    # ---- dead letters -----------------------------------------------------
+
+    def dead(self, *, limit: Optional[int] = None, after: Optional[str] = None) -> List[m.Message]:
+        """One page of dead messages, oldest death first."""
+        return self._run(ops.list_dead(self.name, limit, after))
+
+    def redrive(self, ids: Optional[Sequence[str]] = None) -> int:
+        """Sends dead messages (all, or ``ids``) back to ready; returns how many."""
+        return self._run(ops.redrive(self.name, ids))
+
+    # ---- schedules --------------------------------------------------------
+
+    def put_schedule(
+        self,
+        id: str,
+        payload: Optional[m.PayloadLike] = None,
+        *,
+        cron: Optional[str] = None,
+        every: Optional[Duration] = None,
+        tz: Optional[str] = None,
+        start_at: Optional[Instant] = None,
+        end_at: Optional[Instant] = None,
+        max_fires: Optional[int] = None,
+        priority: Optional[int] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        max_attempts: Optional[int] = None,
+        catchup: Optional[str] = None,
+        catchup_window: Optional[Duration] = None,
+        overlap: Optional[str] = None,
+        jitter: Optional[Duration] = None,
+        paused: Optional[bool] = None,
+    ) -> m.Schedule:
+        """Creates or replaces schedule ``id`` (``cron`` or ``every``
+        seconds); each fire enqueues ``payload`` (default: empty). The same
+        definition again changes nothing."""
+        return self._run(
+            ops.put_schedule(
+                self.name,
+                id,
+                payload=payload,
+                cron=cron,
+                every=every,
+                tz=tz,
+                start_at=start_at,
+                end_at=end_at,
+                max_fires=max_fires,
+                priority=priority,
+                headers=headers,
+                max_attempts=max_attempts,
+                catchup=catchup,
+                catchup_window=catchup_window,
+                overlap=overlap,
+                jitter=jitter,
+                paused=paused,
+            )
+        )
+
+    def schedule(self, id: str) -> m.Schedule:
+        return self._run(ops.schedule_call("get_schedule", self.name, id))
+
+    def schedules(self) -> List[m.Schedule]:
+        """The queue's schedules, by id."""
+        return self._run(ops.list_schedules(self.name))
+
+    def delete_schedule(self, id: str) -> None:
+        """Deletes a schedule (messages it already enqueued stay)."""
+        return self._run(ops.delete_schedule(self.name, id))
+
+    def pause_schedule(self, id: str) -> m.Schedule:
+        return self._run(ops.schedule_call("pause_schedule", self.name, id))
+
+    def resume_schedule(self, id: str) -> m.Schedule:
+        return self._run(ops.schedule_call("resume_schedule", self.name, id))
+
+    def trigger_schedule(self, id: str) -> m.EnqueueResult:
+        """Enqueues one message from the schedule's template now (not a fire)."""
+        return self._run(ops.trigger_schedule(self.name, id))
+
+    # ---- workers ----------------------------------------------------------
+
+    def consume(
+        self,
+        *,
+        max: int = 10,
+        wait: Duration = 20.0,
+        lease: Optional[Duration] = None,
+        stop_on_signal: bool = True,
+    ) -> Consumer:
+        """Yields leased messages forever (until SIGTERM/SIGINT or
+        :meth:`Consumer.stop`). A message is acked when the loop asks for
+        the next one, unless the body acked or nacked it itself; its lease
+        is extended in the background meanwhile. If the body raises, the
+        message is nacked and the exception propagates."""
+        return Consumer(self, max=max, wait=wait, lease=lease, stop_on_signal=stop_on_signal)
+
+    def work(
+        self,
+        handler: Callable[[Delivery], Any],
+        *,
+        concurrency: int = 4,
+        max: Optional[int] = None,
+        wait: Duration = 20.0,
+        lease: Optional[Duration] = None,
+        stop_on_signal: bool = True,
+        stop_event: Optional[threading.Event] = None,
+    ) -> None:
+        """Runs ``handler`` on each message in ``concurrency`` threads until
+        SIGTERM/SIGINT: ack when it returns, nack when it raises (the
+        exception is logged), lease extended while it runs. Returns after
+        the handlers in flight finish (or ``stop_event`` is set)."""
+        run_workers(
+            self,
+            handler,
+            concurrency=concurrency,
+            max=max,
+            wait=wait,
+            lease=lease,
+            stop_on_signal=stop_on_signal,
+            stop_event=stop_event,
+        )

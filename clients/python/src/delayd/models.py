@@ -1,0 +1,374 @@
+"""Wire types: the objects the HTTP API answers with, as dataclasses.
+
+Payloads are held as ``bytes`` whichever key carried them (``payload`` for
+UTF-8 text, ``payload_base64`` otherwise); ``.text`` and ``.json()`` decode
+them. Fields a newer server adds are ignored, so an older client keeps
+working against it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json as _json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Union
+
+PayloadLike = Union[str, bytes, bytearray, memoryview]
+"""What an enqueue accepts: ``str`` is sent as ``payload`` (UTF-8),
+bytes as ``payload_base64``."""
+
+
+def payload_fields(payload: PayloadLike) -> Dict[str, str]:
+    """The one payload key of a request body."""
+    if isinstance(payload, str):
+        return {"payload": payload}
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return {"payload_base64": base64.b64encode(bytes(payload)).decode("ascii")}
+    raise TypeError(f"payload must be str or bytes, not {type(payload).__name__}")
+
+
+def payload_bytes(obj: Mapping[str, Any]) -> bytes:
+    """The payload of a response object, from whichever key carries it."""
+    if "payload" in obj and obj["payload"] is not None:
+        return str(obj["payload"]).encode("utf-8")
+    encoded = obj.get("payload_base64")
+    if encoded is None:
+        return b""
+    return base64.b64decode(encoded)
+
+
+class _HasPayload:
+    payload: bytes
+
+    @property
+    def text(self) -> str:
+        """The payload as UTF-8 text (raises ``UnicodeDecodeError`` when it is not)."""
+        return self.payload.decode("utf-8")
+
+    def json(self) -> Any:
+        """The payload parsed as JSON."""
+        return _json.loads(self.payload)
+
+
+def _opt_int(obj: Mapping[str, Any], key: str) -> Optional[int]:
+    value = obj.get(key)
+    return None if value is None else int(value)
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    """Answer to an enqueue: ``created`` is False when a live message with
+    this id already existed (nothing changed)."""
+
+    id: str
+    seq: int
+    deliver_at: int
+    created: bool
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "EnqueueResult":
+        return cls(str(obj["id"]), int(obj["seq"]), int(obj["deliver_at"]), bool(obj["created"]))
+
+
+@dataclass(frozen=True)
+class Message(_HasPayload):
+    """The message object (get, reschedule, dead list, listing)."""
+
+    id: str
+    seq: int
+    queue: str
+    state: str
+    deliver_at: int
+    attempts: int
+    priority: int
+    headers: Dict[str, str]
+    payload: bytes
+    enqueued_at: int
+    lease_until: Optional[int] = None
+    died_at: Optional[int] = None
+    max_attempts: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Message":
+        return cls(
+            id=str(obj["id"]),
+            seq=int(obj["seq"]),
+            queue=str(obj["queue"]),
+            state=str(obj["state"]),
+            deliver_at=int(obj["deliver_at"]),
+            attempts=int(obj["attempts"]),
+            priority=int(obj["priority"]),
+            headers=dict(obj.get("headers") or {}),
+            payload=payload_bytes(obj),
+            enqueued_at=int(obj["enqueued_at"]),
+            lease_until=_opt_int(obj, "lease_until"),
+            died_at=_opt_int(obj, "died_at"),
+            max_attempts=_opt_int(obj, "max_attempts"),
+        )
+
+
+@dataclass(frozen=True)
+class LeasedMessage(_HasPayload):
+    """One message of a lease answer; ``lease_id`` is what ack, nack and
+    extend need."""
+
+    id: str
+    seq: int
+    lease_id: str
+    lease_until: int
+    attempt: int
+    deliver_at: int
+    priority: int
+    headers: Dict[str, str]
+    payload: bytes
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "LeasedMessage":
+        return cls(
+            id=str(obj["id"]),
+            seq=int(obj["seq"]),
+            lease_id=str(obj["lease_id"]),
+            lease_until=int(obj["lease_until"]),
+            attempt=int(obj["attempt"]),
+            deliver_at=int(obj["deliver_at"]),
+            priority=int(obj["priority"]),
+            headers=dict(obj.get("headers") or {}),
+            payload=payload_bytes(obj),
+        )
+
+
+@dataclass(frozen=True)
+class Retry:
+    """A queue's retry backoff: ``min(max_ms, initial_ms * multiplier^(attempt-1))``."""
+
+    initial_ms: int = 1000
+    max_ms: int = 3_600_000
+    multiplier: float = 2.0
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Retry":
+        return cls(int(obj["initial_ms"]), int(obj["max_ms"]), float(obj["multiplier"]))
+
+
+@dataclass(frozen=True)
+class Push:
+    """A queue's push target as the server shows it (secrets are never
+    returned: ``secret_set`` and ``headers_set`` say what is configured)."""
+
+    url: str
+    timeout_ms: int
+    concurrency: int
+    secret_set: bool
+    headers_set: List[str] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Push":
+        return cls(
+            url=str(obj["url"]),
+            timeout_ms=int(obj["timeout_ms"]),
+            concurrency=int(obj["concurrency"]),
+            secret_set=bool(obj.get("secret_set", False)),
+            headers_set=list(obj.get("headers_set") or []),
+        )
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    lease_ms: int
+    max_attempts: int
+    retry: Retry
+    push: Optional[Push] = None
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "QueueConfig":
+        push = obj.get("push")
+        return cls(
+            lease_ms=int(obj["lease_ms"]),
+            max_attempts=int(obj["max_attempts"]),
+            retry=Retry.from_json(obj["retry"]),
+            push=Push.from_json(push) if push else None,
+        )
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    scheduled: int
+    ready: int
+    leased: int
+    dead: int
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "QueueStats":
+        return cls(int(obj["scheduled"]), int(obj["ready"]), int(obj["leased"]), int(obj["dead"]))
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """The queue object: ``{name, config, paused, stats}``."""
+
+    name: str
+    config: QueueConfig
+    paused: bool
+    stats: QueueStats
+    paused_until: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "QueueInfo":
+        return cls(
+            name=str(obj["name"]),
+            config=QueueConfig.from_json(obj["config"]),
+            paused=bool(obj["paused"]),
+            stats=QueueStats.from_json(obj["stats"]),
+            paused_until=_opt_int(obj, "paused_until"),
+        )
+
+
+@dataclass(frozen=True)
+class AckResult:
+    """One item of a batch ack: ``acked`` or the item's own ``error``."""
+
+    id: str
+    acked: bool
+    error: Optional[Exception] = None
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "AckResult":
+        from .errors import error_from_body
+
+        if "error" in obj:
+            return cls(str(obj["id"]), False, error_from_body(obj, None))
+        return cls(str(obj["id"]), bool(obj.get("acked", True)))
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Scheduled messages counted by due time; bucket ``i`` covers
+    ``[start + i * bucket_ms, start + (i + 1) * bucket_ms)``."""
+
+    start: int
+    end: int
+    bucket_ms: int
+    counts: List[int]
+    truncated: bool
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Histogram":
+        return cls(
+            start=int(obj["from"]),
+            end=int(obj["to"]),
+            bucket_ms=int(obj["bucket_ms"]),
+            counts=[int(c) for c in obj["counts"]],
+            truncated=bool(obj["truncated"]),
+        )
+
+
+@dataclass(frozen=True)
+class ScheduleMessage(_HasPayload):
+    """What each fire of a schedule enqueues."""
+
+    payload: bytes
+    priority: Optional[int] = None
+    headers: Dict[str, str] = field(default_factory=dict)
+    max_attempts: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "ScheduleMessage":
+        return cls(
+            payload=payload_bytes(obj),
+            priority=_opt_int(obj, "priority"),
+            headers=dict(obj.get("headers") or {}),
+            max_attempts=_opt_int(obj, "max_attempts"),
+        )
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A recurring schedule: its definition (defaults filled in) and its
+    progress (``fires`` so far, ``next_fire_at``, ``None`` once finished)."""
+
+    id: str
+    queue: str
+    revision: int
+    message: ScheduleMessage
+    cron: Optional[str] = None
+    every_ms: Optional[int] = None
+    tz: Optional[str] = None
+    start_at: Optional[int] = None
+    end_at: Optional[int] = None
+    max_fires: Optional[int] = None
+    catchup: str = "latest"
+    catchup_window_ms: int = 3_600_000
+    overlap: str = "allow"
+    jitter_ms: int = 0
+    paused: bool = False
+    fires: int = 0
+    last_fire_at: Optional[int] = None
+    next_fire_at: Optional[int] = None
+    next_fires: List[int] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Schedule":
+        return cls(
+            id=str(obj["id"]),
+            queue=str(obj["queue"]),
+            revision=int(obj["revision"]),
+            message=ScheduleMessage.from_json(obj.get("message") or {}),
+            cron=obj.get("cron"),
+            every_ms=_opt_int(obj, "every_ms"),
+            tz=obj.get("tz"),
+            start_at=_opt_int(obj, "start_at"),
+            end_at=_opt_int(obj, "end_at"),
+            max_fires=_opt_int(obj, "max_fires"),
+            catchup=str(obj.get("catchup", "latest")),
+            catchup_window_ms=int(obj.get("catchup_window_ms", 3_600_000)),
+            overlap=str(obj.get("overlap", "allow")),
+            jitter_ms=int(obj.get("jitter_ms", 0)),
+            paused=bool(obj.get("paused", False)),
+            fires=int(obj.get("fires", 0)),
+            last_fire_at=_opt_int(obj, "last_fire_at"),
+            next_fire_at=_opt_int(obj, "next_fire_at"),
+            next_fires=[int(t) for t in obj.get("next_fires") or []],
+        )
+
+
+class LeasedView:
+    """The fields of a held :class:`LeasedMessage`, for the worker's
+    delivery objects (which add ack, nack and extend)."""
+
+    message: LeasedMessage
+
+    @property
+    def id(self) -> str:
+        return self.message.id
+
+    @property
+    def lease_id(self) -> str:
+        return self.message.lease_id
+
+    @property
+    def attempt(self) -> int:
+        """1 for the first delivery."""
+        return self.message.attempt
+
+    @property
+    def payload(self) -> bytes:
+        return self.message.payload
+
+    @property
+    def text(self) -> str:
+        return self.message.text
+
+    @property
+    def headers(self) -> Dict[str, str]:
+        return self.message.headers
+
+    @property
+    def deliver_at(self) -> int:
+        return self.message.deliver_at
+
+    @property
+    def priority(self) -> int:
+        return self.message.priority
+
+    def json(self) -> Any:
+        return self.message.json()
