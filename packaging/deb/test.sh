@@ -49,7 +49,7 @@ grep -q 'install -d -o delayd -g delayd -m 0750 /var/lib/delayd' "$scratch/contr
 root="$scratch/root"
 dpkg-deb -x "$deb" "$root"
 out="$("$root/usr/bin/delayd" --version)"
-[[ "$out" =~ ^delayd\ $version\ \(commit\ ([0-9a-f]{7,}|unknown)\)$ ]] || fail "--version printed '$out'"
+[[ "$out" =~ ^delayd\ $version\ \(commit\ ([0-9a-f]{7,}|unknown),\ tzdata\ [0-9]{4}[a-z]\)$ ]] || fail "--version printed '$out'"
 if head="$(git rev-parse --short HEAD 2>/dev/null)"; then
   [[ "$out" == *"(commit $head)" ]] || echo "note: binary built at another commit than HEAD ($out, HEAD $head)" >&2
 fi

@@ -46,14 +46,17 @@ use std::process::ExitCode;
 use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 use delayd_client::{Client, ClientError};
 
-/// `delayd --version`: the crate version and the commit it was built from
-/// (`unknown` outside a git checkout; see build.rs).
-const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (commit ",
-    env!("DELAYD_GIT_COMMIT"),
-    ")"
-);
+/// `delayd --version`: the crate version, the commit it was built from
+/// (`unknown` outside a git checkout; see build.rs) and the IANA time-zone
+/// database compiled in (schedules' zones).
+static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{} (commit {}, tzdata {})",
+        env!("CARGO_PKG_VERSION"),
+        env!("DELAYD_GIT_COMMIT"),
+        delayd_core::TZDB_VERSION
+    )
+});
 
 /// Exit code when the server answered with an error.
 const EXIT_API_ERROR: u8 = 1;
@@ -65,7 +68,7 @@ const EXIT_UNREACHABLE: u8 = 3;
 #[derive(Debug, Parser)]
 #[command(
     name = "delayd",
-    version = VERSION,
+    version = VERSION.as_str(),
     about = "delayd: a durable delayed-message service"
 )]
 struct Cli {
