@@ -59,6 +59,10 @@ pub const MAX_FIRES_PER_STEP: usize = 1000;
 /// the next step.
 const MAX_STEPS_PER_PLAN: usize = 20_000;
 
+/// How long before the broker's "now" a `start_at` may lie and still count
+/// as the creating request's time (see [`ScheduleRecord::create`]).
+pub const CREATION_SLACK_MS: u64 = 1000;
+
 /// Smallest `every_ms`.
 pub const MIN_EVERY_MS: u64 = 1000;
 
@@ -368,6 +372,14 @@ impl ScheduleRecord {
         now: u64,
     ) -> Result<Self, BrokerError> {
         let times = definition.validate()?;
+        // A frontend resolves a default `start_at` to its request's time, a
+        // moment before this call: that is the creation time, so its fire
+        // time (`every_ms`'s first) is not "before the creation".
+        let since = if now.saturating_sub(definition.start_at) <= CREATION_SLACK_MS {
+            definition.start_at.min(now)
+        } else {
+            now
+        };
         let mut record = Self {
             queue,
             id,
@@ -376,9 +388,9 @@ impl ScheduleRecord {
             fires: 0,
             last_fire_at: None,
             next_fire_at: None,
-            since: now,
+            since,
         };
-        record.next_fire_at = record.cursor_from(&times, now);
+        record.next_fire_at = record.cursor_from(&times, since);
         Ok(record)
     }
 
