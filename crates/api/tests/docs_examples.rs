@@ -52,6 +52,11 @@ fn types() -> Vec<(&'static str, RoundTrip)> {
         ("ErrorBody", round_trip::<ErrorBody>),
         ("Status", round_trip::<Status>),
         ("Histogram", round_trip::<Histogram>),
+        ("SchedulePutBody", round_trip::<SchedulePutBody>),
+        ("Schedule", round_trip::<Schedule>),
+        ("ScheduleList", round_trip::<ScheduleList>),
+        ("PreviewBody", round_trip::<PreviewBody>),
+        ("Preview", round_trip::<Preview>),
     ]
 }
 

@@ -10,7 +10,7 @@ use delayd_core::{
 };
 
 use crate::reply;
-use crate::session::{create_queue, Session};
+use crate::shared::{create_queue, Session};
 use crate::stats::{self, ServerFacts};
 use crate::tubes::queue_name;
 

@@ -9,8 +9,7 @@ use std::time::Duration;
 use delayd_core::{BrokerError, Delivery, LeaseRequest, MessageState, Nack, QueueName};
 
 use crate::reply;
-use crate::server::Shared;
-use crate::session::{Held, Session};
+use crate::shared::{error_reply, Held, Session, Shared};
 use crate::tubes::Ref;
 
 /// The last second of a TTR is a safety margin: a worker holding a job that
@@ -130,7 +129,7 @@ impl Session {
             }
             Ok(Reserved::DeadlineSoon) => reply::line(out, "DEADLINE_SOON"),
             Ok(Reserved::TimedOut) => reply::line(out, "TIMED_OUT"),
-            Err(error) => reply::line(out, crate::session::error_reply(&error)),
+            Err(error) => reply::line(out, error_reply(&error)),
         }
         Some(1)
     }

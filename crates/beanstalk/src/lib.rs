@@ -9,8 +9,12 @@
 //! - `server`: [`BeanstalkServer`] (bind, accept loop with its connection
 //!   limit, shutdown), [`BeanstalkHandle`] (drain mode), and each
 //!   connection's read-decode-execute-write loop.
-//! - `session`: one connection's state (used tube, watch list, reserved
-//!   jobs), command dispatch and the tube commands.
+//! - `shared`: what the command handlers build on: [`BeanstalkConfig`],
+//!   the state all connections share, one connection's state (`Session`:
+//!   used tube, watch list, reserved jobs) and the broker-error replies.
+//!   The handler files below add methods to `Session` and import only from
+//!   here (and `proto`, `reply`, `tubes`, `stats`), never from each other.
+//! - `session`: command dispatch and the tube commands.
 //! - `put`: `put`, batching a pipelined run of them into one broker call.
 //! - `pipeline`: a connection's pipelined puts, reserves and commands on
 //!   held jobs as one `Broker::pipeline` call (one durable commit per
@@ -50,8 +54,6 @@
 //! # });
 //! ```
 
-#![forbid(unsafe_code)]
-
 mod inspect;
 mod jobs;
 mod pipeline;
@@ -60,9 +62,11 @@ mod put;
 mod reply;
 mod server;
 mod session;
+mod shared;
 mod stats;
 mod tubes;
 
 pub use proto::{parse, Command, Decoder, Frame, ProtoError};
-pub use server::{BeanstalkConfig, BeanstalkHandle, BeanstalkServer};
+pub use server::{BeanstalkHandle, BeanstalkServer};
+pub use shared::BeanstalkConfig;
 pub use stats::{COMMANDS_TOTAL, CONNECTIONS, CONNECTIONS_REFUSED_TOTAL, MAX_CONNECTIONS};

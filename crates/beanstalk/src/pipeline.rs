@@ -23,7 +23,7 @@ use delayd_core::{
 
 use crate::proto::Command;
 use crate::reply;
-use crate::session::{error_reply, Session};
+use crate::shared::{error_reply, Session};
 
 /// What each call of a segment answers.
 enum Step {

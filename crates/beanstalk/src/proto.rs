@@ -14,9 +14,6 @@ pub use decoder::{Decoder, Frame};
 /// this long. Longer lines get `BAD_FORMAT` and are skipped to their end.
 pub const MAX_LINE: usize = 224;
 
-/// beanstalkd's tube name limit (`MAX_TUBE_NAME_LEN - 1`).
-pub const MAX_NAME: usize = 200;
-
 /// beanstalkd's default `-z` (max job size).
 pub const DEFAULT_MAX_JOB_SIZE: usize = 65_535;
 
@@ -307,11 +304,14 @@ fn int<T: std::str::FromStr>(word: &[u8]) -> Result<T, Unparsed> {
         .ok_or(Unparsed::Bad)
 }
 
-/// Whether `name` is a valid beanstalkd name: `[A-Za-z0-9+/;.$_()-]{1,200}`,
-/// not starting with `-`.
+/// Whether `name` is a valid beanstalkd tube name: a queue name (core's
+/// grammar, [`delayd_core::is_valid_queue_name`]) or one of the names core
+/// reserves, which beanstalkd allows: they parse, and the session answers
+/// them as tubes that cannot be used (see `tubes::queue_name`).
 pub fn is_valid_name(name: &[u8]) -> bool {
-    let valid_char = |b: &u8| b.is_ascii_alphanumeric() || b"-+/;.$_()".contains(b);
-    !name.is_empty() && name.len() <= MAX_NAME && name[0] != b'-' && name.iter().all(valid_char)
+    std::str::from_utf8(name).is_ok_and(|name| {
+        delayd_core::is_valid_queue_name(name) || delayd_core::RESERVED_QUEUE_NAMES.contains(&name)
+    })
 }
 
 fn tube(word: &[u8]) -> Result<String, Unparsed> {

@@ -7,7 +7,7 @@ use delayd_core::{BrokerError, EnqueueOptions, EnqueueOutcome, EnqueueRequest, S
 
 use crate::proto::Command;
 use crate::reply;
-use crate::session::{create_queue, error_reply, Session};
+use crate::shared::{create_queue, error_reply, Session};
 
 type Outcomes = Vec<Result<EnqueueOutcome, BrokerError>>;
 

@@ -14,35 +14,15 @@ use delayd_core::{Broker, Clock, QueueName, SystemClock};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::jobs::Interrupt;
 use crate::pipeline::{Segment, Waiting};
-use crate::proto::{Decoder, Frame, DEFAULT_MAX_JOB_SIZE};
-use crate::session::{Flow, Session};
+use crate::proto::{Decoder, Frame};
+use crate::session::Flow;
+use crate::shared::{BeanstalkConfig, Session, Shared};
 use crate::stats::{Counters, CONNECTIONS, CONNECTIONS_REFUSED_TOTAL, MAX_CONNECTIONS};
-
-/// Listener settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BeanstalkConfig {
-    /// Largest job body accepted, in bytes (beanstalkd's `-z`); larger
-    /// `put`s get `JOB_TOO_BIG`.
-    pub max_job_size: usize,
-    /// Open connections beyond this are closed as soon as accepted. Idle
-    /// connections are never closed to make room: beanstalkd workers keep
-    /// theirs open on purpose (a `reserve` may wait for hours).
-    pub max_connections: usize,
-}
-
-impl Default for BeanstalkConfig {
-    fn default() -> Self {
-        Self {
-            max_job_size: DEFAULT_MAX_JOB_SIZE,
-            max_connections: 10_000,
-        }
-    }
-}
 
 /// Replies are flushed once this much is pending, so a client pipelining
 /// many `peek`s of large jobs cannot make the server buffer them all.
@@ -51,28 +31,14 @@ const FLUSH_AT: usize = 64 * 1024;
 /// Most pipelined commands run as one broker call.
 const MAX_SEGMENT: usize = 512;
 
-/// State every connection shares.
-pub(crate) struct Shared {
-    pub broker: Arc<dyn Broker>,
-    pub clock: Arc<dyn Clock>,
-    pub config: BeanstalkConfig,
-    pub default_tube: QueueName,
-    pub tubes: crate::tubes::Tubes,
-    pub counters: Counters,
-    pub draining: AtomicBool,
-    pub started: Instant,
-    /// beanstalkd's `id`: random per process start.
-    pub instance_id: String,
-    pub hostname: String,
-    pub os: String,
-}
-
 /// A bound beanstalkd listener. Bind, take a [`BeanstalkHandle`] if drain
 /// mode is wanted (SIGUSR1), then [`run`](Self::run) it, usually spawned.
 pub struct BeanstalkServer {
     listener: TcpListener,
     local_addr: SocketAddr,
     shared: Arc<Shared>,
+    /// A connection limit shared with other listeners, if any.
+    budget: Option<Arc<Semaphore>>,
 }
 
 /// Controls a running server from elsewhere (signal handlers).
@@ -147,7 +113,17 @@ impl BeanstalkServer {
             listener,
             local_addr,
             shared,
+            budget: None,
         })
+    }
+
+    /// Each connection also holds a permit of `budget`, a limit shared with
+    /// other listeners (`delayd serve`'s `--max-connections` over HTTP and
+    /// beanstalkd); when it is spent a new connection is closed as at
+    /// `max_connections`.
+    pub fn with_shared_budget(mut self, budget: Arc<Semaphore>) -> Self {
+        self.budget = Some(budget);
+        self
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -196,7 +172,12 @@ impl BeanstalkServer {
     fn admit(&self, stream: TcpStream, set: &mut JoinSet<()>, stop: watch::Receiver<bool>) {
         let counters = &self.shared.counters;
         let open = counters.current_connections.load(Ordering::SeqCst);
-        if open >= self.shared.config.max_connections as u64 {
+        let budget = self
+            .budget
+            .as_ref()
+            .map(|budget| Arc::clone(budget).try_acquire_owned());
+        let over_budget = matches!(budget, Some(Err(_)));
+        if open >= self.shared.config.max_connections as u64 || over_budget {
             metrics::counter!(CONNECTIONS_REFUSED_TOTAL).increment(1);
             drop(stream);
             return;
@@ -207,6 +188,8 @@ impl BeanstalkServer {
         let _ = stream.set_nodelay(true);
         let shared = Arc::clone(&self.shared);
         set.spawn(async move {
+            // Held until the connection ends.
+            let _budget = budget.and_then(Result::ok);
             let connection = Connection::new(stream, Arc::clone(&shared), stop);
             if let Err(error) = connection.serve().await {
                 tracing::debug!(%error, "beanstalkd connection ended with an error");
@@ -403,7 +386,6 @@ impl Connection {
         match self.session.execute(command, &mut self.output).await {
             Flow::Continue => Ok(true),
             Flow::Quit => Ok(false),
-            Flow::Reserve(timeout) => self.reserve(timeout, 1).await,
         }
     }
 

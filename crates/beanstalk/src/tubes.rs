@@ -11,9 +11,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use delayd_core::QueueName;
 
-/// The queue a tube name maps to: the same string. beanstalkd names allow
-/// `+/;$()` and 200 bytes, queue names do not; such tubes are refused
-/// with `BAD_FORMAT` (see docs/beanstalk.md).
+/// The queue a tube name maps to: the same string. Every beanstalkd name is
+/// a queue name except `.` and `..`, which core reserves: `None` for them
+/// (`use` and `watch` answer `BAD_FORMAT`; see docs/beanstalk.md).
 pub(crate) fn queue_name(tube: &str) -> Option<QueueName> {
     QueueName::new(tube).ok()
 }

@@ -39,7 +39,7 @@ pub struct PutArgs {
     data: Option<String>,
 }
 
-fn parse_header(text: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_header(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
         _ => Err(format!("invalid header {text:?}: expected name=value")),
@@ -48,7 +48,7 @@ fn parse_header(text: &str) -> Result<(String, String), String> {
 
 /// DATA from the argument, else stdin; a terminal on stdin is a mistake
 /// (the user would be left staring at a silent prompt).
-fn read_payload(data: Option<String>) -> anyhow::Result<Payload> {
+pub(crate) fn read_payload(data: Option<String>) -> anyhow::Result<Payload> {
     match data.as_deref() {
         Some("-") | None => {
             let mut stdin = std::io::stdin();

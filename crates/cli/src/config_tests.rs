@@ -47,24 +47,37 @@ fn defaults() {
         c.store,
         StoreConfig::Local {
             data_dir: "./delayd-data".into(),
-            durability: Durability::Always
+            durability: Durability::Always,
+            horizon: None,
+            disk_reserve: 64 << 20,
+            cache_size: 64 << 20,
         }
     );
     assert_eq!(c.options, delayd_server::ServerOptions::default());
     assert_eq!(c.options.max_payload, 1 << 20);
     assert_eq!(c.options.max_delay_ms, 3650 * 86_400_000);
     assert!(c.options.auto_create && c.options.tokens.is_empty() && c.push_allow.is_empty());
-    assert_eq!(c.horizon, None);
-    assert_eq!(c.disk_reserve, 64 << 20);
-    assert_eq!(c.cache_size, 64 << 20);
+}
+
+/// The embedded store's settings, from its variant.
+fn local(c: &ServeConfig) -> (Option<Duration>, u64, usize) {
+    match &c.store {
+        StoreConfig::Local {
+            horizon,
+            disk_reserve,
+            cache_size,
+            ..
+        } => (*horizon, *disk_reserve, *cache_size),
+        other => panic!("expected the embedded store, got {other:?}"),
+    }
 }
 
 #[test]
 fn cache_size_from_flag_and_env() {
     let c = ServeConfig::resolve(&args(&["--cache-size", "8MiB"]), env(&[])).unwrap();
-    assert_eq!(c.cache_size, 8 << 20);
+    assert_eq!(local(&c).2, 8 << 20);
     let c = ServeConfig::resolve(&args(&[]), env(&[("DELAYD_CACHE_SIZE", "1GiB")])).unwrap();
-    assert_eq!(c.cache_size, 1 << 30);
+    assert_eq!(local(&c).2, 1 << 30);
     let bad = ServeConfig::resolve(&args(&["--cache-size", "big"]), env(&[]));
     assert!(bad.unwrap_err().to_string().contains("cache_size"));
 }
@@ -72,9 +85,9 @@ fn cache_size_from_flag_and_env() {
 #[test]
 fn disk_reserve_from_flag_env_and_file() {
     let c = ServeConfig::resolve(&args(&["--disk-reserve", "1GiB"]), env(&[])).unwrap();
-    assert_eq!(c.disk_reserve, 1 << 30);
+    assert_eq!(local(&c).1, 1 << 30);
     let c = ServeConfig::resolve(&args(&[]), env(&[("DELAYD_DISK_RESERVE", "0")])).unwrap();
-    assert_eq!(c.disk_reserve, 0);
+    assert_eq!(local(&c).1, 0);
     let bad = ServeConfig::resolve(&args(&["--disk-reserve", "lots"]), env(&[]));
     assert!(bad.unwrap_err().to_string().contains("disk_reserve"));
 }
@@ -170,7 +183,10 @@ fn stores_and_durability() {
         c.store,
         StoreConfig::Local {
             data_dir: "/tmp/x".into(),
-            durability: Durability::Interval(Duration::from_millis(50))
+            durability: Durability::Interval(Duration::from_millis(50)),
+            horizon: None,
+            disk_reserve: 64 << 20,
+            cache_size: 64 << 20,
         }
     );
     let e = env(&[
@@ -182,7 +198,7 @@ fn stores_and_durability() {
     assert!(
         matches!(c.store, StoreConfig::Local { durability: Durability::Interval(d), .. } if d == Duration::from_secs(1))
     );
-    assert_eq!(c.horizon, Some(Duration::from_secs(300)));
+    assert_eq!(local(&c).0, Some(Duration::from_secs(300)));
     assert_eq!(c.push_allow, vec!["10.0.0.0/8"]);
     assert_eq!(c.options.push_allow, vec!["10.0.0.0/8"]);
     let c = ServeConfig::resolve(
@@ -312,4 +328,105 @@ fn tls_needs_both_files() {
     assert!(msg.contains("--tls-cert and --tls-key"), "{msg}");
     let msg = error(&[], &[("DELAYD_TLS_KEY", "k.pem")]);
     assert!(msg.contains("--tls-cert and --tls-key"), "{msg}");
+}
+
+#[test]
+fn a_setting_for_the_other_store_is_an_error_naming_it() {
+    let redis = ["--store", "redis://a:6379"];
+    for (flag, value, key) in [
+        ("--horizon", "5m", "--horizon"),
+        ("--disk-reserve", "1GiB", "--disk-reserve"),
+        ("--cache-size", "8MiB", "--cache-size"),
+        ("--durability", "never", "--durability"),
+        ("--durability-interval", "1s", "--durability-interval"),
+    ] {
+        let mut flags = redis.to_vec();
+        flags.extend([flag, value]);
+        let msg = error(&flags, &[]);
+        assert!(
+            msg.contains(key) && msg.contains("command line") && msg.contains("embedded store"),
+            "{msg}"
+        );
+    }
+    // Even a value the embedded store would refuse: the store decides first.
+    let msg = error(&redis, &[("DELAYD_DURABILITY", "sometimes")]);
+    assert!(
+        msg.contains("--durability") && msg.contains("environment"),
+        "{msg}"
+    );
+    let f = file("cache_size = \"1MiB\"\n");
+    let path = f.path().to_str().unwrap();
+    let msg = error(&["--store", "redis://a:6379", "--config", path], &[]);
+    assert!(
+        msg.contains("--cache-size") && msg.contains("config file"),
+        "{msg}"
+    );
+
+    let msg = error(&["--redis-tls-ca", "/etc/ca.pem"], &[]);
+    assert!(
+        msg.contains("--redis-tls-ca") && msg.contains("Redis --store"),
+        "{msg}"
+    );
+    let msg = error(&["--data", "/d"], &[("DELAYD_REDIS_TLS_CA", "/etc/ca.pem")]);
+    assert!(
+        msg.contains("--redis-tls-ca") && msg.contains("environment"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn every_flag_is_a_key_of_the_environment_and_the_file() {
+    // The keys come from `ServeArgs` itself: a new flag needs no list.
+    let c = ServeConfig::resolve(
+        &args(&[]),
+        env(&[
+            ("DELAYD_HTTP_IDLE_TIMEOUT", "7s"),
+            ("DELAYD_PUSH_ALLOW", "10.0.0.0/8,example.com"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(c.http_limits.idle_timeout, Duration::from_secs(7));
+    assert_eq!(c.push_allow, vec!["10.0.0.0/8", "example.com"]);
+    let f = file("tls_cert = \"c.pem\"\ntls_key = \"k.pem\"\npush_allow = [\"10.0.0.0/8\"]\n");
+    let c =
+        ServeConfig::resolve(&args(&["--config", f.path().to_str().unwrap()]), env(&[])).unwrap();
+    assert!(c.tls.is_some());
+    assert_eq!(c.push_allow, vec!["10.0.0.0/8"]);
+    let f = file("config = \"other.toml\"\n");
+    let msg = ServeConfig::resolve(&args(&["--config", f.path().to_str().unwrap()]), env(&[]))
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("unknown key \"config\""), "{msg}");
+}
+
+#[test]
+fn body_timeout_and_minimum_rate() {
+    let c = ServeConfig::resolve(&args(&[]), env(&[])).unwrap();
+    assert_eq!(c.http_limits.body_timeout, Duration::from_secs(20));
+    assert_eq!(c.http_limits.body_min_rate, 500);
+    let c = ServeConfig::resolve(
+        &args(&["--http-body-timeout", "5s"]),
+        env(&[("DELAYD_HTTP_BODY_MIN_RATE", "0")]),
+    )
+    .unwrap();
+    assert_eq!(c.http_limits.body_timeout, Duration::from_secs(5));
+    assert_eq!(c.http_limits.body_min_rate, 0);
+    let msg = error(&["--http-body-min-rate", "fast"], &[]);
+    assert!(msg.contains("http_body_min_rate"), "{msg}");
+    let msg = error(&["--http-body-timeout", "0s"], &[]);
+    assert!(msg.contains("http_body_timeout"), "{msg}");
+}
+
+#[test]
+fn the_connection_budget_is_kept_whole() {
+    let c = ServeConfig::resolve(&args(&["--max-connections", "1"]), env(&[])).unwrap();
+    assert_eq!(c.max_connections, 1);
+    // Each listener may take the one connection; the shared budget in
+    // `serve` keeps the total at 1.
+    assert_eq!(
+        (c.http_limits.max_connections, c.beanstalk_max_connections),
+        (1, 1)
+    );
+    let c = ServeConfig::resolve(&args(&["--max-connections", "301"]), env(&[])).unwrap();
+    assert_eq!(c.max_connections, 301);
 }

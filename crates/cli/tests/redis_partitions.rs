@@ -38,6 +38,7 @@ const NODES: [&str; 2] = ["A", "B"];
 
 /// Makes the kernel SIGKILL the child when the spawning thread dies, so
 /// nothing is left running even when the test process itself is killed.
+#[expect(unsafe_code, reason = "pre_exec and prctl(2) through libc")]
 fn die_with_parent(command: &mut Command) {
     // SAFETY: prctl is async-signal-safe and touches no memory of ours.
     unsafe {

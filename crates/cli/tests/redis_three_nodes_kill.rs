@@ -9,8 +9,6 @@
 mod common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -19,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use delayd_client::{Client, LeaseOptions, NewMessage, QueuePut, QueueStats, Retry};
+use delayd_core::testkit::net::{free_port, redis_ping};
 
 use common::{serve_command, Proc, Server};
 
@@ -34,6 +33,7 @@ const WORK: Duration = Duration::from_millis(8);
 
 /// Makes the kernel SIGKILL the child when the spawning thread dies, so
 /// nothing is left running even when the test process itself is killed.
+#[expect(unsafe_code, reason = "pre_exec and prctl(2) through libc")]
 fn die_with_parent(command: &mut Command) {
     // SAFETY: prctl is async-signal-safe and touches no memory of ours.
     unsafe {
@@ -44,18 +44,6 @@ fn die_with_parent(command: &mut Command) {
             Ok(())
         });
     }
-}
-
-fn ping(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"PING\r\n").is_err() {
-        return false;
-    }
-    let mut buf = [0u8; 64];
-    matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG"))
 }
 
 /// `redis-server` on a free port (never 6379) with persistence off, in its
@@ -70,11 +58,7 @@ impl Redis {
     fn start() -> Redis {
         let dir = tempfile::tempdir().expect("tempdir");
         for _ in 0..10 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("free port")
-                .port();
-            assert_ne!(port, 6379);
+            let port = free_port();
             let mut command = Command::new("redis-server");
             command
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
@@ -92,7 +76,7 @@ impl Redis {
             );
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
-                if ping(port) {
+                if redis_ping(port) {
                     return Redis {
                         _proc: proc,
                         port,

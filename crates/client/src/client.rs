@@ -349,7 +349,7 @@ impl Client {
 
     /// The base URL plus `segments`, each percent-encoded as one segment (so
     /// a malformed id can never address another route).
-    fn url(&self, segments: &[&str]) -> Result<Url, ClientError> {
+    pub(crate) fn url(&self, segments: &[&str]) -> Result<Url, ClientError> {
         let mut url = self.base.clone();
         url.path_segments_mut()
             .map_err(|()| ClientError::InvalidUrl(self.base.to_string()))?
@@ -357,7 +357,7 @@ impl Client {
         Ok(url)
     }
 
-    fn request(&self, method: Method, url: &Url) -> RequestBuilder {
+    pub(crate) fn request(&self, method: Method, url: &Url) -> RequestBuilder {
         let request = self.http.request(method, url.clone()).timeout(self.timeout);
         match &self.token {
             Some(token) => request.bearer_auth(token),
@@ -366,7 +366,7 @@ impl Client {
     }
 
     /// Sends and turns error statuses into [`ClientError::Api`].
-    async fn send(&self, request: RequestBuilder) -> Result<Response, ClientError> {
+    pub(crate) async fn send(&self, request: RequestBuilder) -> Result<Response, ClientError> {
         let response = request
             .send()
             .await
@@ -383,7 +383,7 @@ impl Client {
         Err(ClientError::from_error_body(status.as_u16(), &body))
     }
 
-    async fn call<B: Serialize + ?Sized, T: DeserializeOwned>(
+    pub(crate) async fn call<B: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
         method: Method,
         path: &[&str],
@@ -393,7 +393,7 @@ impl Client {
     }
 
     /// For endpoints that answer 204 (or whose body carries nothing useful).
-    async fn call_empty<B: Serialize + ?Sized>(
+    pub(crate) async fn call_empty<B: Serialize + ?Sized>(
         &self,
         method: Method,
         path: &[&str],
@@ -402,7 +402,7 @@ impl Client {
         self.call_raw(method, path, body).await.map(drop)
     }
 
-    async fn call_raw<B: Serialize + ?Sized>(
+    pub(crate) async fn call_raw<B: Serialize + ?Sized>(
         &self,
         method: Method,
         path: &[&str],
@@ -417,7 +417,7 @@ impl Client {
     }
 }
 
-async fn decode<T: DeserializeOwned>(response: Response) -> Result<T, ClientError> {
+pub(crate) async fn decode<T: DeserializeOwned>(response: Response) -> Result<T, ClientError> {
     let status = response.status().as_u16();
     let url = response.url().to_string();
     let body = response

@@ -4,6 +4,8 @@
 //! - [`client`]: [`Client`], one method per endpoint (queues, enqueue and
 //!   batch enqueue, get/cancel/reschedule, lease/ack/nack/extend, dead
 //!   letters and redrive, health, readiness, metrics).
+//! - [`schedules`]: [`Client`]'s recurring-schedule methods (put, get,
+//!   list, delete, pause, resume, trigger, preview).
 //! - [`wire`]: the JSON bodies: `delayd_api`'s types (shared with the
 //!   server, so the two cannot disagree), under this crate's names. They
 //!   are wire types, not `delayd-core`'s: the wire is a compatibility
@@ -33,18 +35,18 @@
 //! # }
 //! ```
 
-#![forbid(unsafe_code)]
-
 #[cfg(feature = "broker")]
 mod broker;
 pub mod client;
 pub mod error;
+pub mod schedules;
 pub mod wire;
 
 #[cfg(feature = "broker")]
 pub use broker::{HttpBroker, ShutdownHook};
 pub use client::{Client, PutQueue};
 pub use error::ClientError;
+pub use schedules::PutSchedule;
 pub use wire::{
     AckItem, Enqueued, ErrorDetail, LeaseOptions, Leased, MessageView, NewMessage, Payload,
     PushSpec, PushView, Queue, QueueConfigView, QueuePut, QueueStats, Reschedule, Retry,

@@ -16,6 +16,10 @@ pub use delayd_api::{
     encode_base64, AckItem, Enqueued, ErrorBody, ErrorDetail, Extended, Leased, Message, Payload,
     PushView, Queue, QueueConfig, QueueStats,
 };
+pub use delayd_api::{
+    CatchupMode, OverlapMode, PreviewBody, Schedule, ScheduleMessage, ScheduleMessageBody,
+    SchedulePutBody,
+};
 
 /// One message to enqueue (`POST .../messages`, or an item of a batch).
 pub type NewMessage = delayd_api::EnqueueBody;

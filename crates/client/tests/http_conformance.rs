@@ -1,6 +1,7 @@
 //! The conformance suite (the HTTP-visible rules) run through the whole
 //! stack: `HttpBroker` -> client -> HTTP -> server -> broker, once over the
-//! reference model and once over LocalBroker.
+//! reference model and once over LocalBroker; the schedule cases over
+//! both, on a virtual clock.
 
 mod common;
 
@@ -33,6 +34,21 @@ mod model {
     use delayd_core::testkit::ModelBroker;
 
     delayd_core::conformance_tests!(super::over_http(Arc::new(ModelBroker::new()), ()));
+
+    /// Recurring schedules through the whole stack, on the model's virtual
+    /// clock (the wall-clock cases set the time; the server and the client
+    /// talk over a real socket on the paused tokio clock).
+    mod schedules {
+        use std::sync::Arc;
+
+        use delayd_core::testkit::ModelBroker;
+
+        delayd_core::conformance_tests_schedules!(
+            virtual_time
+                | clock
+                | super::super::over_http(Arc::new(ModelBroker::with_clock(clock)), ())
+        );
+    }
 }
 
 mod local {
@@ -50,4 +66,25 @@ mod local {
     }
 
     delayd_core::conformance_tests!(fresh());
+
+    /// The schedule cases over LocalBroker on the virtual clock (its
+    /// directory lives as long as the broker, through the shutdown hook).
+    mod schedules {
+        use std::sync::Arc;
+
+        use delayd_core::testkit::support::VirtualClock;
+        use delayd_core::Broker;
+        use delayd_local::{Durability, LocalBroker, LocalConfig};
+
+        async fn fresh(clock: Arc<VirtualClock>) -> Arc<dyn Broker> {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut config = LocalConfig::new(dir.path());
+            config.clock = clock;
+            config.durability = Durability::Never;
+            let broker = LocalBroker::open(config).await.expect("open LocalBroker");
+            super::super::over_http(Arc::new(broker), dir).await
+        }
+
+        delayd_core::conformance_tests_schedules!(virtual_time | clock | fresh(clock));
+    }
 }

@@ -58,8 +58,6 @@
 //! # }
 //! ```
 
-#![forbid(unsafe_code)]
-
 pub mod broker;
 pub mod clock;
 pub mod error;
@@ -79,8 +77,10 @@ pub use message::{
     ListQuery, Message, MessageCounters, MessageState, Nack, Redrive, Reschedule, Schedule,
 };
 pub use model::{
-    LeaseId, MessageId, PushConfig, QueueConfig, QueueConfigPatch, QueueInfo, QueueName,
-    QueueStats, RetryPolicy, DEFAULT_PRIORITY,
+    is_valid_message_id, is_valid_queue_name, LeaseId, MessageId, PushConfig, QueueConfig,
+    QueueConfigPatch, QueueInfo, QueueName, QueueStats, RetryPolicy, DEFAULT_PRIORITY,
+    MESSAGE_ID_MAX_LEN, MESSAGE_ID_PATTERN, QUEUE_NAME_MAX_LEN, QUEUE_NAME_PATTERN,
+    RESERVED_QUEUE_NAMES,
 };
 pub use pipeline::{PipelinedCall, PipelinedResult};
 pub use recurring::{

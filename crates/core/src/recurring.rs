@@ -86,6 +86,10 @@ fn invalid(field: &str, reason: impl fmt::Display) -> BrokerError {
 #[serde(try_from = "String", into = "String")]
 pub struct ScheduleId(String);
 
+/// The schedule-id grammar as a regular expression (the OpenAPI
+/// document's pattern); [`ScheduleId::new`] checks the same rule.
+pub const SCHEDULE_ID_PATTERN: &str = "^[A-Za-z0-9._-]{1,128}$";
+
 impl ScheduleId {
     pub const MAX_LEN: usize = 128;
 

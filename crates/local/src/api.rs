@@ -6,7 +6,7 @@ use delayd_core::{
     check_ack_batch, Broker, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome,
     EnqueueRequest, LeaseId, LeaseRequest, ListQuery, Message, MessageId, MessageState, Nack,
     PipelinedCall, PipelinedResult, QueueConfigPatch, QueueInfo, QueueName, Redrive, Reschedule,
-    Upsert,
+    ScheduleDefinition, ScheduleId, ScheduleRecord, Upsert,
 };
 
 use crate::broker::LocalBroker;
@@ -53,6 +53,7 @@ impl Broker for LocalBroker {
                 state.queue(queue)?;
                 // The prefix scan must see the open group's messages.
                 state.flush_pending(store).map_err(store_err)?;
+                state.delete_queue_schedules(store, queue, tx)?;
                 for key in store.queue_message_keys(queue).map_err(store_err)? {
                     if let Some(rec) = store.message(&key).map_err(store_err)? {
                         state.unlink(queue, &rec.id);
@@ -239,6 +240,66 @@ impl Broker for LocalBroker {
     async fn redrive(&self, queue: &QueueName, which: Redrive) -> BrokerResult<u64> {
         self.inner
             .write(|state, _, now, tx| state.redrive(queue, which, now, tx))
+            .await
+    }
+
+    async fn put_schedule(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+        definition: ScheduleDefinition,
+        options: EnqueueOptions,
+    ) -> BrokerResult<(Upsert, ScheduleRecord)> {
+        // Adds data, as an enqueue does.
+        self.inner.disk.check_add()?;
+        self.inner
+            .write(|state, store, now, tx| {
+                state.put_schedule(store, queue, id, definition, options, now, tx)
+            })
+            .await
+    }
+
+    async fn get_schedule(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+    ) -> BrokerResult<ScheduleRecord> {
+        self.inner
+            .read(|state, store, _| state.existing_schedule(store, queue, id))
+    }
+
+    async fn list_schedules(&self, queue: &QueueName) -> BrokerResult<Vec<ScheduleRecord>> {
+        self.inner
+            .read_scan(|state, store, _| state.list_schedules(store, queue))
+    }
+
+    async fn delete_schedule(&self, queue: &QueueName, id: &ScheduleId) -> BrokerResult<()> {
+        self.inner
+            .write(|state, store, _, tx| state.delete_schedule(store, queue, id, tx))
+            .await
+    }
+
+    async fn set_schedule_paused(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+        paused: bool,
+    ) -> BrokerResult<ScheduleRecord> {
+        self.inner
+            .write(|state, store, now, tx| {
+                state.set_schedule_paused(store, queue, id, paused, now, tx)
+            })
+            .await
+    }
+
+    async fn trigger_schedule(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+    ) -> BrokerResult<EnqueueOutcome> {
+        self.inner.disk.check_add()?;
+        self.inner
+            .write(|state, store, now, tx| state.trigger_schedule(store, queue, id, now, tx))
             .await
     }
 

@@ -35,6 +35,9 @@ pub struct RecoveryReport {
     /// Messages leased when the previous process stopped; each came back
     /// as an expired lease (a failed attempt, backoff from now).
     pub leases_expired: u64,
+    /// Schedules with a cursor (not paused, not finished), each armed in
+    /// the timers; those due fire in the driver's first round (catch-up).
+    pub schedules_armed: u64,
     pub open_duration: Duration,
 }
 
@@ -241,6 +244,7 @@ fn recover(
                 .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         }
     }
+    report.schedules_armed = state.load_schedules(store, now)?;
     state.absorb(tx);
     state.flush_pending(store)?;
     // Recovery's writes need no sync-thread round: open fsyncs them.

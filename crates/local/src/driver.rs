@@ -14,6 +14,9 @@
 //!   with it and what is due fires, in (deadline, seq) order.
 //!
 //! A new timer earlier than the one waited for wakes the task at once.
+//!
+//! Schedules sit in the same timers, one entry per schedule at its cursor;
+//! a due one fires here (`fire`), with no polling of schedules.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +25,7 @@ use delayd_core::metric;
 
 use crate::broker::Inner;
 use crate::codec;
-use crate::state::{State, Tx};
+use crate::state::{State, TimerTarget, Tx};
 use crate::store::Store;
 
 /// Longest wait between looks at the wall clock.
@@ -74,7 +77,7 @@ pub(crate) async fn run(inner: Arc<Inner>) {
 }
 
 /// Why a driver round failed.
-enum RoundError {
+pub(crate) enum RoundError {
     /// A failed write (the open group's flush before the scan) or memory
     /// that disagrees with itself: the engine is reopened and memory
     /// rebuilt from disk.
@@ -92,10 +95,18 @@ impl Inner {
         let mut tx = Tx::default();
         let mut fired = 0;
         while fired < FIRE_BATCH {
-            let Some((_seq, deadline, (queue, id))) = state.timers.poll_expired(now) else {
+            let Some((_seq, deadline, target)) = state.timers.poll_expired(now) else {
                 break;
             };
             fired += 1;
+            let (queue, id) = match target {
+                TimerTarget::Message(queue, id) => (queue, id),
+                TimerTarget::Schedule(queue, id) => {
+                    self.fire_schedule(&mut state, &queue, &id, now, &mut tx)
+                        .map_err(RoundError::Heal)?;
+                    continue;
+                }
+            };
             if state.make_ready(&queue, &id, &mut tx) {
                 let lateness = now.saturating_sub(deadline) as f64 / 1000.0;
                 metrics::histogram!(metric::FIRE_LATENESS_SECONDS, "queue" => queue.to_string())

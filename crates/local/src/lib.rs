@@ -12,10 +12,13 @@
 //! - `lease`, `waiters`: lease calls, and the hand-off that serves waiting
 //!   lease calls per queue in arrival order (one ready message wakes one
 //!   call).
+//! - `schedules`, `fire`: recurring schedules (the calls, the index of
+//!   armed schedules; firing a due one: its messages and its advanced
+//!   record in one commit group).
 //! - `driver`: the task that fires timers and moves the horizon.
 //! - `timers`: timers keyed by seq, on `delayd-wheel` with a monotonic clock.
-//! - `store`, `codec`: fjall keyspaces, key and record encodings
-//!   (specified in docs/storage.md).
+//! - `store`, `codec`, `schedule_codec`: fjall keyspaces, key and record
+//!   encodings (specified in docs/storage.md).
 //! - `sync`: the state lock's cell and the sync thread, which writes each
 //!   commit group to the engine as one batch and fsyncs it.
 //! - `disk`: the free-space reserve below which enqueues are refused.
@@ -34,7 +37,10 @@
 //! only after its commit is as durable as [`Durability`] promises; a
 //! scheduled message is in memory if and only if it is below the horizon
 //! watermark; nothing fires before the injected wall clock reaches its
-//! deadline.
+//! deadline; a schedule's fired messages and its advanced record join the
+//! open group in one absorb, so they are durable together or not at all;
+//! schedules are never polled or scanned to fire, each armed one has one
+//! timer at its cursor.
 
 //! # Example
 //!
@@ -65,8 +71,6 @@
 //! # });
 //! ```
 
-#![forbid(unsafe_code)]
-
 mod api;
 mod broker;
 pub mod check;
@@ -77,9 +81,12 @@ mod disk;
 mod driver;
 pub mod error;
 mod fault;
+mod fire;
 mod lease;
 mod messages;
 mod pipeline;
+mod schedule_codec;
+mod schedules;
 mod state;
 mod store;
 mod sync;

@@ -22,12 +22,12 @@ impl State {
         &mut self,
         store: &Store,
         queue: &QueueName,
-        req: EnqueueRequest,
+        mut req: EnqueueRequest,
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<EnqueueOutcome> {
         req.validate()?;
-        let id = match req.id {
+        let id = match req.id.take() {
             Some(id) => {
                 if let Some(existing) = self.lookup(store, queue, &id)? {
                     return Ok(EnqueueOutcome {
@@ -41,6 +41,18 @@ impl State {
             }
             None => MessageId::generate(),
         };
+        self.insert_message(queue, id, req, now, tx)
+    }
+
+    /// Stores a new message `id` (known not to be live in `queue`).
+    pub fn insert_message(
+        &mut self,
+        queue: &QueueName,
+        id: MessageId,
+        req: EnqueueRequest,
+        now: u64,
+        tx: &mut Tx,
+    ) -> BrokerResult<EnqueueOutcome> {
         let seq = self.allocate_seq(tx);
         let deliver_at = req.schedule.deliver_at(now);
         let record = MessageRecord {

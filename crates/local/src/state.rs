@@ -15,11 +15,12 @@ use std::sync::Arc;
 
 use delayd_core::{
     BrokerError, BrokerResult, MessageId, MessageState, QueueConfig, QueueInfo, QueueName,
-    DEFAULT_PRIORITY,
+    ScheduleId, DEFAULT_PRIORITY,
 };
 
 use crate::codec::{self, MessageRecord, QueueRecord};
 use crate::error::StoreError;
+use crate::schedules::ArmedSchedule;
 use crate::store::{Space, Store, WriteSet};
 use crate::timers::Timers;
 use crate::waiters::Waiters;
@@ -34,6 +35,10 @@ pub(crate) struct QueueState {
     /// Ready messages with priority < 1024, kept as a counter so stats are
     /// O(1).
     pub ready_urgent: u64,
+    /// The queue's schedules that have a cursor (not paused, not
+    /// finished), with their timer; the records themselves are on disk
+    /// only (`schedules` keyspace), read when one fires.
+    pub schedules: HashMap<ScheduleId, ArmedSchedule>,
 }
 
 impl QueueState {
@@ -43,6 +48,7 @@ impl QueueState {
             messages: HashMap::new(),
             ready: BTreeMap::new(),
             ready_urgent: 0,
+            schedules: HashMap::new(),
         }
     }
 
@@ -88,10 +94,26 @@ impl Tx {
     }
 }
 
+/// What a timer is for.
+pub(crate) enum TimerTarget {
+    /// A scheduled message (due) or a leased one (lease runs out); the
+    /// timer is keyed by its seq.
+    Message(QueueName, MessageId),
+    /// A schedule's cursor; keyed by [`ArmedSchedule::timer`], from
+    /// [`SCHEDULE_TIMERS`] up, so that it never meets a seq.
+    Schedule(QueueName, ScheduleId),
+}
+
+/// First timer key of schedules: seqs stay far below 2^63.
+pub(crate) const SCHEDULE_TIMERS: u64 = 1 << 63;
+
 pub(crate) struct State {
     pub queues: BTreeMap<QueueName, QueueState>,
-    /// Timer per in-memory scheduled or leased message, keyed by seq.
-    pub timers: Timers<(QueueName, MessageId)>,
+    /// Timer per in-memory scheduled or leased message (keyed by seq) and
+    /// per armed schedule (keyed from [`SCHEDULE_TIMERS`]).
+    pub timers: Timers<TimerTarget>,
+    /// The next schedule timer key to hand out.
+    pub next_schedule_timer: u64,
     /// Horizon watermark: a scheduled message with (deliver_at, seq) below
     /// it is in memory, one at or above it is on disk only.
     pub loaded: (u64, u64),
@@ -130,6 +152,7 @@ impl State {
         Self {
             queues: BTreeMap::new(),
             timers: Timers::default(),
+            next_schedule_timer: SCHEDULE_TIMERS,
             loaded: (0, 0),
             loading_to: None,
             next_seq,
@@ -220,7 +243,7 @@ impl State {
 
     /// A stored value as the open group, else the group in flight, else
     /// the engine has it (`None` here: ask the engine).
-    fn overlay(&self, space: Space, key: &[u8]) -> Option<Option<&[u8]>> {
+    pub fn overlay(&self, space: Space, key: &[u8]) -> Option<Option<&[u8]>> {
         self.pending.get(space, key).or_else(|| {
             self.committing
                 .as_ref()
@@ -363,7 +386,11 @@ impl State {
         now: u64,
         tx: &mut Tx,
     ) {
-        if self.timers.insert(seq, deadline, target, now) {
+        let (queue, id) = target;
+        if self
+            .timers
+            .insert(seq, deadline, TimerTarget::Message(queue, id), now)
+        {
             tx.wake_driver = true;
         }
     }

@@ -14,6 +14,7 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 
 use crate::codec::{self, MessageRecord, QueueRecord};
 use crate::error::StoreError;
+use crate::schedule_codec::{self, ScheduleHead};
 use delayd_core::{MessageState, QueueName};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -24,6 +25,7 @@ pub(crate) enum Space {
     Payloads,
     Due,
     Pinned,
+    Schedules,
 }
 
 /// The writes of one broker call (or one commit group). Keyed, so that a
@@ -128,6 +130,8 @@ const MEMTABLE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// A message key and that message's payload.
 pub(crate) type KeyAndPayload = (Vec<u8>, Vec<u8>);
+/// A stored key and its value.
+pub(crate) type KeyAndValue = (Vec<u8>, Vec<u8>);
 
 pub(crate) struct Store {
     dir: PathBuf,
@@ -152,6 +156,7 @@ struct Engine {
     payloads: Keyspace,
     due: Keyspace,
     pinned: Keyspace,
+    schedules: Keyspace,
 }
 
 /// What opening found about the journal tail.
@@ -200,6 +205,9 @@ impl Engine {
             payloads: open("payloads")?,
             due: open("due")?,
             pinned: open("pinned")?,
+            // Created last: keyspace ids follow creation order, and `check`
+            // names keyspaces by id.
+            schedules: open("schedules")?,
             db,
         };
         Ok((engine, torn_tail_bytes))
@@ -213,6 +221,7 @@ impl Engine {
             Space::Payloads => &self.payloads,
             Space::Due => &self.due,
             Space::Pinned => &self.pinned,
+            Space::Schedules => &self.schedules,
         }
     }
 }
@@ -260,7 +269,7 @@ impl Store {
 
     /// Handles of every keyspace with its name, in creation order (what
     /// `delayd check` reads record by record).
-    pub fn keyspaces(&self) -> Result<[(&'static str, Keyspace); 6], StoreError> {
+    pub fn keyspaces(&self) -> Result<[(&'static str, Keyspace); 7], StoreError> {
         self.with(|e| {
             Ok([
                 ("meta", e.meta.clone()),
@@ -269,6 +278,7 @@ impl Store {
                 ("payloads", e.payloads.clone()),
                 ("due", e.due.clone()),
                 ("pinned", e.pinned.clone()),
+                ("schedules", e.schedules.clone()),
             ])
         })
     }
@@ -404,6 +414,35 @@ impl Store {
                 let (k, v) = guard.into_inner()?;
                 let (at, seq) = codec::decode_due_key(&k)?;
                 out.push((at, seq, v.to_vec()));
+            }
+            Ok(out)
+        })
+    }
+
+    /// A stored schedule value by its key.
+    pub fn schedule(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.with(|e| Ok(e.schedules.get(key)?.map(|v| v.to_vec())))
+    }
+
+    /// Every schedule of `queue` as (key, value), in id order.
+    pub fn queue_schedules(&self, queue: &QueueName) -> Result<Vec<KeyAndValue>, StoreError> {
+        self.with(|e| {
+            let mut out = Vec::new();
+            for guard in e.schedules.prefix(codec::queue_prefix(queue)) {
+                let (k, v) = guard.into_inner()?;
+                out.push((k.to_vec(), v.to_vec()));
+            }
+            Ok(out)
+        })
+    }
+
+    /// Every schedule's key and head (what its timer needs), for open.
+    pub fn schedule_heads(&self) -> Result<Vec<(Vec<u8>, ScheduleHead)>, StoreError> {
+        self.with(|e| {
+            let mut out = Vec::new();
+            for guard in e.schedules.iter() {
+                let (k, v) = guard.into_inner()?;
+                out.push((k.to_vec(), schedule_codec::decode_head(&v)?));
             }
             Ok(out)
         })

@@ -7,6 +7,9 @@
 //! wait that is not tokio's, during which paused time would jump ahead);
 //! what `always` adds (a call returns after its group's fsync) is covered
 //! by `durability_modes.rs` and the kill -9 tests.
+//!
+//! The schedule cases run here too (`conformance_tests_schedules!`), the
+//! wall-clock ones (DST, catch-up after a jump) included.
 
 use std::sync::Arc;
 
@@ -31,3 +34,5 @@ async fn fresh(clock: Arc<VirtualClock>) -> Arc<dyn Broker> {
 
 delayd_core::conformance_tests!(virtual_time | clock | fresh(clock));
 delayd_core::conformance_tests_extended!(virtual_time | clock | fresh(clock));
+delayd_core::conformance_tests_schedules!(virtual_time | clock | fresh(clock));
+delayd_core::conformance_tests_schedules_extended!(virtual_time | clock | fresh(clock));

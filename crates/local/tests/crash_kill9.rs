@@ -2,7 +2,9 @@
 //! reports every acknowledged operation; the parent SIGKILLs it at random
 //! moments, reopens the store and checks that no acknowledged enqueue is
 //! missing, no acknowledged ack or cancel is undone, nothing is duplicated,
-//! and no seq is ever reused.
+//! and no seq is ever reused. Schedules fire in the child meanwhile (and
+//! catch up after each restart): each fire time's message exists iff the
+//! schedule's cursor moved past it, and none is enqueued twice.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::{BufRead, BufReader};
@@ -10,7 +12,9 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use delayd_core::{Broker, BrokerError, ListQuery, MessageId, MessageState, QueueName};
+use delayd_core::{
+    Broker, BrokerError, ListQuery, ManualClock, MessageId, MessageState, QueueName,
+};
 use delayd_local::{LocalBroker, LocalConfig};
 use rand::Rng;
 
@@ -28,10 +32,16 @@ struct Acknowledged {
 }
 
 /// Runs one child until a random moment, SIGKILLs it, returns its report.
-fn run_child(dir: &std::path::Path, prefix: &str, kill_after: Duration) -> Acknowledged {
+fn run_child(
+    dir: &std::path::Path,
+    prefix: &str,
+    schedule_start: u64,
+    kill_after: Duration,
+) -> Acknowledged {
     let mut child = Command::new(env!("CARGO_BIN_EXE_delayd-local-crashchild"))
         .arg(dir)
         .arg(prefix)
+        .arg(schedule_start.to_string())
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn child");
@@ -80,10 +90,14 @@ async fn check_store(
     acked: &Acknowledged,
     all_seqs: &mut HashSet<u64>,
     max_seq_before: u64,
+    fired: &mut Fired,
 ) -> u64 {
-    let broker = LocalBroker::open(LocalConfig::new(dir))
-        .await
-        .expect("reopen");
+    // A clock at 0: no schedule is due, so none fires while the store is
+    // inspected (what is stored is what the killed child left).
+    let mut config = LocalConfig::new(dir);
+    config.clock = std::sync::Arc::new(ManualClock::new(0));
+    let broker = LocalBroker::open(config).await.expect("reopen");
+    check_schedules(&broker, fired).await;
     let queue = QueueName::new("crash").unwrap();
     let mut max_seq = max_seq_before;
     for (id, seq) in &acked.enqueued {
@@ -146,6 +160,56 @@ async fn check_store(
     max_seq
 }
 
+/// (schedule id, fire time) -> seq of its message, over all rounds.
+type Fired = BTreeMap<(String, u64), u64>;
+
+/// Every fire time before a schedule's cursor has its message (`fires` of
+/// them: `catchup: all` in a day's window misses none), none at or after
+/// it does, and no fire time's message was ever enqueued again (same seq
+/// in every round; nothing consumes these messages).
+async fn check_schedules(broker: &LocalBroker, fired: &mut Fired) {
+    let queue = QueueName::new("crash-sched").unwrap();
+    let schedules = match broker.list_schedules(&queue).await {
+        Ok(schedules) => schedules,
+        Err(BrokerError::QueueNotFound(_)) => return,
+        Err(e) => panic!("list_schedules: {e}"),
+    };
+    let query = ListQuery {
+        state: MessageState::Scheduled,
+        after: None,
+        limit: u32::MAX,
+    };
+    let mut messages: BTreeMap<String, BTreeMap<u64, u64>> = BTreeMap::new();
+    for m in broker.list(&queue, query).await.expect("list") {
+        let (schedule, t) = m.id.as_str().split_once(':').expect("<schedule>:<t>");
+        let t: u64 = t.parse().expect("fire time");
+        assert_eq!(m.deliver_at, t, "{}", m.id);
+        let times = messages.entry(schedule.to_string()).or_default();
+        assert!(times.insert(t, m.seq).is_none(), "{} listed twice", m.id);
+    }
+    for record in &schedules {
+        let id = record.id.as_str().to_string();
+        let times = messages.remove(&id).unwrap_or_default();
+        let cursor = record.next_fire_at.expect("an endless schedule");
+        let expected: Vec<u64> = (1..=record.fires)
+            .rev()
+            .map(|k| cursor - k * 1_000)
+            .collect();
+        let found: Vec<u64> = times.keys().copied().collect();
+        assert_eq!(
+            found, expected,
+            "{id}: fires {}, cursor {cursor}",
+            record.fires
+        );
+        assert_eq!(record.last_fire_at, expected.last().copied(), "{id}");
+        for (t, seq) in times {
+            let first = *fired.entry((id.clone(), t)).or_insert(seq);
+            assert_eq!(first, seq, "{id}: fire time {t} enqueued twice");
+        }
+    }
+    assert!(messages.is_empty(), "messages of no schedule: {messages:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_operations_survive_sigkill() {
     let dir = tempfile::tempdir().unwrap();
@@ -153,13 +217,19 @@ async fn acknowledged_operations_survive_sigkill() {
     let mut all_seqs = HashSet::new();
     let mut max_seq = 0;
     let mut total_ops = 0;
+    let mut fired = Fired::new();
+    let schedule_start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as u64;
     for round in 0..ROUNDS {
         let kill_after = Duration::from_millis(rand::rng().random_range(20..250));
         let t0 = Instant::now();
-        let acked = run_child(dir.path(), &format!("r{round}"), kill_after);
+        let prefix = format!("r{round}");
+        let acked = run_child(dir.path(), &prefix, schedule_start, kill_after);
         let t1 = Instant::now();
         total_ops += acked.enqueued.len() + acked.gone.len();
-        max_seq = check_store(dir.path(), &acked, &mut all_seqs, max_seq).await;
+        max_seq = check_store(dir.path(), &acked, &mut all_seqs, max_seq, &mut fired).await;
         eprintln!(
             "round {round}: child {:?}, check {:?}",
             t1 - t0,
@@ -170,8 +240,14 @@ async fn acknowledged_operations_survive_sigkill() {
         total_ops > ROUNDS,
         "the child did too little work to test anything: {total_ops}"
     );
+    assert!(
+        fired.len() > ROUNDS,
+        "schedules fired too little to test anything: {}",
+        fired.len()
+    );
     eprintln!(
-        "{ROUNDS} rounds, {total_ops} acknowledged ops, {:?}",
+        "{ROUNDS} rounds, {total_ops} acknowledged ops, {} fire times, {:?}",
+        fired.len(),
         started.elapsed()
     );
 }

@@ -3,8 +3,9 @@
 //! later writes are refused until the sync thread has reopened the engine,
 //! then writes resume in the same process; a restart finds every
 //! acknowledged message and nothing that was reported as failed before
-//! the write reached the engine. Run with `--features fault-injection`
-//! (CI's `--all-features` does).
+//! the write reached the engine; a schedule's fire in a failed group is
+//! lost whole (message and cursor) and fired again after the reopen. Run
+//! with `--features fault-injection` (CI's `--all-features` does).
 
 use std::time::{Duration, Instant};
 
@@ -191,4 +192,72 @@ async fn leases_held_across_a_reopen_come_back_as_expired_leases() {
         .expect("still there");
     assert_eq!(message.attempts, 1);
     broker.shutdown().await.expect("shutdown");
+}
+
+/// A schedule's fire whose group fails to commit: neither its message nor
+/// its advanced cursor survives the reopen, and the reopened broker fires
+/// that fire time again (once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fire_whose_commit_fails_fires_again_after_the_reopen() {
+    use delayd_core::{ManualClock, MessageTemplate, Recurrence, ScheduleDefinition, ScheduleId};
+
+    const T0: u64 = 1_700_000_000_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = ManualClock::new(T0);
+    let mut config = LocalConfig::new(dir.path());
+    config.clock = std::sync::Arc::new(clock.clone());
+    // Group 1 is the put; group 2 the fire.
+    config.faults = FaultPlan {
+        fail_commit: Some(2),
+        ..FaultPlan::default()
+    };
+    let broker = LocalBroker::open(config).await.expect("open");
+    let id = ScheduleId::new("tick").expect("id");
+    let definition = ScheduleDefinition {
+        recurrence: Recurrence::Every { every_ms: 60_000 },
+        start_at: T0 + 60_000,
+        end_at: None,
+        max_fires: None,
+        message: MessageTemplate::default(),
+        catchup: delayd_core::Catchup::All,
+        catchup_window_ms: 3_600_000,
+        overlap: delayd_core::Overlap::Allow,
+        jitter_ms: 0,
+        paused: false,
+    };
+    broker
+        .put_schedule(&queue(), &id, definition, EnqueueOptions::default())
+        .await
+        .expect("put");
+    clock.set(T0 + 60_000);
+    // The fire's group fails: writes are refused until the reopen.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while broker.ready().await.is_ok() {
+        assert!(Instant::now() < deadline, "the fire never committed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    wait_healed(&broker).await;
+    let message = id.fire_message_id(T0 + 60_000);
+    loop {
+        let record = broker.get_schedule(&queue(), &id).await.expect("get");
+        if record.fires == 1 {
+            assert_eq!(record.next_fire_at, Some(T0 + 120_000));
+            break;
+        }
+        assert!(Instant::now() < deadline, "not fired again: {record:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let fired = broker.get(&queue(), &message).await.expect("fired");
+    broker.shutdown().await.expect("shutdown");
+    drop(broker);
+
+    // The same clock: nothing else is due.
+    let mut config = LocalConfig::new(dir.path());
+    config.clock = std::sync::Arc::new(clock);
+    let reopened = LocalBroker::open(config).await.expect("reopen");
+    let again = reopened.get(&queue(), &message).await.expect("there");
+    assert_eq!(again.seq, fired.seq, "enqueued once");
+    let stats = reopened.get_queue(&queue()).await.expect("queue").stats;
+    assert_eq!(stats.ready + stats.scheduled, 1, "{stats:?}");
+    reopened.shutdown().await.expect("shutdown");
 }

@@ -2,11 +2,22 @@
 //! reopen", run against LocalBroker and the testkit's ModelBroker; after
 //! every step both must show the same messages and stats.
 //!
-//! Time is a ManualClock that does not move, so nothing fires or expires
-//! by itself and every run is deterministic. The queue's retry backoff is
-//! a constant 5 ms (jitter is 10% of that, which rounds to 0). A reopen
-//! turns LocalBroker's leases into expired leases (a failed attempt); the
-//! model is given the same failure as a nack without delay.
+//! Time is a ManualClock that moves only by the `Advance` step, so every
+//! run is deterministic. The queue's retry backoff is a constant 5 ms
+//! (jitter is 10% of that, which rounds to 0). A reopen turns
+//! LocalBroker's leases into expired leases (a failed attempt); the model
+//! is given the same failure as a nack without delay.
+//!
+//! Schedules (put, pause/resume, delete, trigger) fire when `Advance`
+//! moves the clock: LocalBroker from its driver a moment later, so the
+//! comparison after an advance waits until the two agree (or fails after
+//! a few seconds). The clock stays half a second off the whole seconds on
+//! which every fire time lies, and the model is settled just before each
+//! advance, so that both plan each fire at the advanced time (see the
+//! testkit's `firing.rs` on how the model times fires). Leases and far
+//! delays are a day long and the clock moves at most 20 hours, so no lease
+//! expires while a schedule fires (whose order the two could see
+//! differently).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -14,14 +25,22 @@ use std::sync::Arc;
 
 use delayd_core::testkit::ModelBroker;
 use delayd_core::{
-    Broker, BrokerError, BrokerResult, EnqueueOptions, EnqueueRequest, LeaseId, LeaseRequest,
-    ManualClock, MessageId, Nack, QueueConfigPatch, QueueName, Reschedule, RetryPolicy, Schedule,
+    Broker, BrokerError, BrokerResult, Catchup, EnqueueOptions, EnqueueRequest, LeaseId,
+    LeaseRequest, ListQuery, ManualClock, MessageId, MessageState, MessageTemplate, Nack, Overlap,
+    QueueConfigPatch, QueueName, QueueStats, Recurrence, Reschedule, RetryPolicy, Schedule,
+    ScheduleDefinition, ScheduleId, ScheduleRecord,
 };
 use delayd_local::{LocalBroker, LocalConfig};
 use proptest::prelude::*;
 
 const IDS: usize = 5;
 const FAR: u64 = 86_400_000;
+const SCHEDULES: usize = 3;
+/// Fire times lie on whole seconds from here; the clock starts half a
+/// second after it and moves by whole seconds.
+const GRID: u64 = 1_700_000_000_000;
+/// Most the clock moves in one run (less than a lease or a far delay).
+const MAX_ADVANCE_MS: u64 = 20 * 3_600_000;
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -50,6 +69,55 @@ enum Op {
     },
     Redrive,
     Reopen,
+    PutSchedule(ScheduleOp),
+    PauseSchedule {
+        s: usize,
+        paused: bool,
+    },
+    DeleteSchedule {
+        s: usize,
+    },
+    TriggerSchedule {
+        s: usize,
+    },
+    Advance {
+        seconds: u64,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct ScheduleOp {
+    s: usize,
+    every_s: u64,
+    latest: bool,
+    /// A 1.5 s catch-up window (else an hour).
+    narrow: bool,
+    skip: bool,
+    max_two: bool,
+    paused: bool,
+}
+
+fn schedule_op() -> impl Strategy<Value = ScheduleOp> {
+    (
+        0..SCHEDULES,
+        1u64..4,
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        proptest::bool::weighted(0.2),
+        proptest::bool::weighted(0.1),
+    )
+        .prop_map(
+            |(s, every_s, latest, narrow, skip, max_two, paused)| ScheduleOp {
+                s,
+                every_s,
+                latest,
+                narrow,
+                skip,
+                max_two,
+                paused,
+            },
+        )
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -62,7 +130,119 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..IDS, any::<bool>(), proptest::option::of(0u32..3)).prop_map(|(id, far, priority)| Op::Reschedule { id, far, priority }),
         1 => Just(Op::Redrive),
         1 => Just(Op::Reopen),
+        2 => schedule_op().prop_map(Op::PutSchedule),
+        1 => (0..SCHEDULES, any::<bool>()).prop_map(|(s, paused)| Op::PauseSchedule { s, paused }),
+        1 => (0..SCHEDULES).prop_map(|s| Op::DeleteSchedule { s }),
+        1 => (0..SCHEDULES).prop_map(|s| Op::TriggerSchedule { s }),
+        3 => prop_oneof![4 => 1u64..6, 1 => Just(3_700u64)].prop_map(|seconds| Op::Advance { seconds }),
     ]
+}
+
+fn sid(s: usize) -> ScheduleId {
+    ScheduleId::new(format!("s{s}")).unwrap()
+}
+
+fn definition(op: &ScheduleOp) -> ScheduleDefinition {
+    ScheduleDefinition {
+        recurrence: Recurrence::Every {
+            every_ms: op.every_s * 1_000,
+        },
+        start_at: GRID,
+        end_at: None,
+        max_fires: op.max_two.then_some(2),
+        message: MessageTemplate {
+            payload: format!("fire of s{}", op.s).into_bytes(),
+            // Apart from every other message's: the lease order of fires
+            // must not depend on seqs (the two may fire in another order).
+            priority: Some(10 + op.s as u32),
+            ..MessageTemplate::default()
+        },
+        catchup: if op.latest {
+            Catchup::Latest
+        } else {
+            Catchup::All
+        },
+        catchup_window_ms: if op.narrow { 1_500 } else { 3_600_000 },
+        overlap: if op.skip {
+            Overlap::Skip
+        } else {
+            Overlap::Allow
+        },
+        jitter_ms: 0,
+        paused: op.paused,
+    }
+}
+
+/// What is compared after each step.
+#[derive(Debug, PartialEq)]
+struct Snapshot {
+    messages: Vec<Result<MessageView, &'static str>>,
+    stats: QueueStats,
+    /// (id, deliver_at, priority) of each state's messages, sorted.
+    by_state: Vec<Vec<(String, u64, u32)>>,
+    schedules: Vec<Result<ScheduleRecord, &'static str>>,
+}
+
+type MessageView = (
+    MessageState,
+    u64,
+    u32,
+    u32,
+    Vec<u8>,
+    Option<u64>,
+    Option<u64>,
+);
+
+async fn snapshot(b: &dyn Broker) -> Snapshot {
+    let q = queue();
+    let mut messages = Vec::new();
+    for i in 0..IDS {
+        let view = b.get(&q, &id(i)).await.map(|m| {
+            (
+                m.state,
+                m.deliver_at,
+                m.attempts,
+                m.priority,
+                m.payload,
+                m.lease_until,
+                m.died_at,
+            )
+        });
+        messages.push(view.map_err(|e| e.code()));
+    }
+    let stats = b.get_queue(&q).await.expect("get_queue").stats;
+    let mut by_state = Vec::new();
+    for state in [
+        MessageState::Scheduled,
+        MessageState::Ready,
+        MessageState::Leased,
+        MessageState::Dead,
+    ] {
+        let query = ListQuery {
+            state,
+            after: None,
+            limit: 1_000,
+        };
+        let mut list: Vec<_> = b
+            .list(&q, query)
+            .await
+            .expect("list")
+            .into_iter()
+            .map(|m| (m.id.as_str().to_string(), m.deliver_at, m.priority))
+            .collect();
+        list.sort();
+        by_state.push(list);
+    }
+    let mut schedules = Vec::new();
+    for s in 0..SCHEDULES {
+        schedules.push(b.get_schedule(&q, &sid(s)).await.map_err(|e| e.code()));
+    }
+    Snapshot {
+        messages,
+        stats,
+        by_state,
+        schedules,
+    }
 }
 
 struct Pair {
@@ -72,6 +252,8 @@ struct Pair {
     model: ModelBroker,
     /// Current lease per message id, per broker (lease ids differ).
     leases: HashMap<MessageId, (LeaseId, LeaseId)>,
+    /// How far the clock moved so far.
+    advanced_ms: u64,
 }
 
 fn id(i: usize) -> MessageId {
@@ -94,7 +276,7 @@ async fn open_local(dir: &PathBuf, clock: &ManualClock) -> LocalBroker {
 
 impl Pair {
     async fn new(dir: PathBuf) -> Self {
-        let clock = ManualClock::new(1_700_000_000_000);
+        let clock = ManualClock::new(GRID + 500);
         let local = open_local(&dir, &clock).await;
         let model = ModelBroker::with_clock(Arc::new(clock.clone()));
         let patch = QueueConfigPatch {
@@ -118,6 +300,7 @@ impl Pair {
             local: Some(local),
             model,
             leases: HashMap::new(),
+            advanced_ms: 0,
         }
     }
 
@@ -227,6 +410,61 @@ impl Pair {
                 assert_eq!(a.ok(), b.ok(), "redrive");
             }
             Op::Reopen => self.reopen().await,
+            op => self.schedule_step(op).await,
+        }
+    }
+
+    async fn schedule_step(&mut self, op: &Op) {
+        let q = queue();
+        match op {
+            Op::PutSchedule(put) => {
+                let (def, options) = (definition(put), EnqueueOptions::default());
+                let id = sid(put.s);
+                let a = self
+                    .local()
+                    .put_schedule(&q, &id, def.clone(), options)
+                    .await;
+                let b = self.model.put_schedule(&q, &id, def, options).await;
+                assert_eq!(
+                    a.map_err(|e| e.code()),
+                    b.map_err(|e| e.code()),
+                    "put_schedule"
+                );
+            }
+            Op::PauseSchedule { s, paused } => {
+                let a = self
+                    .local()
+                    .set_schedule_paused(&q, &sid(*s), *paused)
+                    .await;
+                let b = self.model.set_schedule_paused(&q, &sid(*s), *paused).await;
+                assert_eq!(a.map_err(|e| e.code()), b.map_err(|e| e.code()), "pause");
+            }
+            Op::DeleteSchedule { s } => {
+                let a = self.local().delete_schedule(&q, &sid(*s)).await;
+                let b = self.model.delete_schedule(&q, &sid(*s)).await;
+                assert_eq!(code(&a), code(&b), "delete_schedule");
+            }
+            Op::TriggerSchedule { s } => {
+                let a = self.local().trigger_schedule(&q, &sid(*s)).await;
+                let b = self.model.trigger_schedule(&q, &sid(*s)).await;
+                let view = |r: BrokerResult<delayd_core::EnqueueOutcome>| {
+                    r.map(|o| (o.id, o.deliver_at, o.created))
+                        .map_err(|e| e.code())
+                };
+                assert_eq!(view(a), view(b), "trigger_schedule");
+            }
+            Op::Advance { seconds } => {
+                let ms = seconds * 1_000;
+                if self.advanced_ms + ms > MAX_ADVANCE_MS {
+                    return;
+                }
+                self.advanced_ms += ms;
+                // Settled just before the jump: the model sees all of it
+                // as a jump and plans its fires at the new time.
+                self.model.get_queue(&q).await.expect("get_queue");
+                self.clock.advance(ms);
+            }
+            _ => unreachable!("not a schedule step: {op:?}"),
         }
     }
 
@@ -252,30 +490,21 @@ impl Pair {
         }
     }
 
+    /// The two agree; LocalBroker fires and makes messages ready from its
+    /// driver, shortly after the clock moved, so it is given a few seconds.
     async fn compare(&self) {
-        let q = queue();
-        for i in 0..IDS {
-            let a = self.local().get(&q, &id(i)).await;
-            let b = self.model.get(&q, &id(i)).await;
-            let view = |r: BrokerResult<delayd_core::Message>| {
-                r.map(|m| {
-                    (
-                        m.state,
-                        m.deliver_at,
-                        m.attempts,
-                        m.priority,
-                        m.payload,
-                        m.lease_until,
-                        m.died_at,
-                    )
-                })
-                .map_err(|e| e.code())
-            };
-            assert_eq!(view(a), view(b), "message m{i}");
+        let started = std::time::Instant::now();
+        loop {
+            let a = snapshot(self.local()).await;
+            let b = snapshot(&self.model).await;
+            if a == b {
+                return;
+            }
+            if started.elapsed() > std::time::Duration::from_secs(3) {
+                assert_eq!(a, b, "local (left) and model (right) disagree");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
-        let a = self.local().get_queue(&q).await.expect("get_queue").stats;
-        let b = self.model.get_queue(&q).await.expect("get_queue").stats;
-        assert_eq!(a, b, "stats");
     }
 }
 

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use delayd_core::testkit::support::eventually;
 use delayd_core::{Broker, EnqueueOptions, EnqueueRequest, LeaseRequest, QueueName};
 use delayd_local::{LocalBroker, LocalConfig};
 use tokio::task::JoinSet;
@@ -24,14 +25,10 @@ async fn enqueue(broker: &LocalBroker, queue: &QueueName, body: &str) {
     results[0].clone().expect("enqueued");
 }
 
+/// Polls `done` until it holds (5 s at most): the waiters' registration has
+/// no event to await.
 async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..500 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting for {what}");
+    eventually(5_000, what, || std::future::ready(done())).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -49,8 +49,6 @@
 //! # });
 //! ```
 
-#![forbid(unsafe_code)]
-
 pub mod credentials;
 mod deliver;
 pub mod dispatcher;

@@ -7,21 +7,32 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 
 /// A call waiting in a lane: its input and where its answer goes.
 pub(crate) type Waiting<T, R> = (T, oneshot::Sender<R>);
 
 pub(crate) struct Lanes<K, T, R> {
     lanes: Mutex<HashMap<K, Vec<Waiting<T, R>>>>,
+    hold: Hold,
+}
+
+/// A test hook ([`Lanes::hold`]): how many calls the next runner waits for
+/// before its first round (0: none), and the signal of each new call.
+#[derive(Default)]
+struct Hold {
+    calls: AtomicUsize,
+    joined: Notify,
 }
 
 impl<K, T, R> Default for Lanes<K, T, R> {
     fn default() -> Self {
         Self {
             lanes: Mutex::new(HashMap::new()),
+            hold: Hold::default(),
         }
     }
 }
@@ -43,7 +54,39 @@ impl<K: Eq + Hash + Clone, T, R> Lanes<K, T, R> {
         let mut lanes = self.lock();
         let idle = !lanes.contains_key(&key);
         lanes.entry(key).or_default().push((item, tx));
+        drop(lanes);
+        if self.hold.calls.load(Ordering::SeqCst) > 0 {
+            self.hold.joined.notify_waiters();
+        }
         (rx, idle)
+    }
+
+    /// Test hook: the next runner to call [`Lanes::held`] waits until its
+    /// lane holds `calls` calls, so a test of batching gets the overlap it
+    /// counts on instead of hoping the scheduler provides it.
+    pub(crate) fn hold(&self, calls: usize) {
+        self.hold.calls.store(calls, Ordering::SeqCst);
+    }
+
+    /// Called by a runner before its first round: returns at once unless a
+    /// [`hold`](Lanes::hold) is set; then waits until `key`'s lane holds
+    /// that many calls, and spends the hold.
+    pub(crate) async fn held(&self, key: &K) {
+        loop {
+            let calls = self.hold.calls.load(Ordering::SeqCst);
+            if calls == 0 {
+                return;
+            }
+            // Registered before the count is read, so no call is missed.
+            let joined = self.hold.joined.notified();
+            tokio::pin!(joined);
+            joined.as_mut().enable();
+            if self.lock().get(key).map_or(0, Vec::len) >= calls {
+                self.hold.calls.store(0, Ordering::SeqCst);
+                return;
+            }
+            joined.await;
+        }
     }
 
     /// The next round for the lane's runner: the waiting calls in arrival
@@ -101,6 +144,27 @@ mod tests {
         assert!(lanes.take(&1, 1000, |w| *w).is_none());
         let (_e, again) = lanes.submit(1, 5);
         assert!(again, "after the runner saw it empty, the lane is idle");
+    }
+
+    #[tokio::test]
+    async fn a_hold_keeps_the_runner_until_the_calls_have_joined() {
+        let lanes: std::sync::Arc<Lanes<u32, usize, usize>> = Default::default();
+        lanes.held(&1).await; // no hold: at once
+        lanes.hold(3);
+        let _a = lanes.submit(1, 1);
+        let runner = tokio::spawn({
+            let lanes = lanes.clone();
+            async move {
+                lanes.held(&1).await;
+                lanes.take(&1, 1000, |w| *w).map(|round| round.len())
+            }
+        });
+        let _b = lanes.submit(1, 1);
+        tokio::task::yield_now().await;
+        assert!(!runner.is_finished(), "two of three calls: still held");
+        let _c = lanes.submit(1, 1);
+        assert_eq!(runner.await.unwrap(), Some(3), "one round for all three");
+        lanes.held(&1).await; // the hold is spent
     }
 
     #[test]

@@ -79,6 +79,18 @@ fn share<R>(
         .collect()
 }
 
+impl crate::RedisBroker {
+    /// Test hook: the next ack call to find its shard's lane idle waits
+    /// until `calls` acks of that shard have joined it before the first
+    /// round goes to Redis, so a test counting shared calls does not depend
+    /// on how the scheduler interleaves the callers. Not for production:
+    /// the acks wait until that many arrive.
+    #[doc(hidden)]
+    pub fn hold_next_ack_round(&self, calls: usize) {
+        self.inner.ack_lanes.hold(calls);
+    }
+}
+
 impl Inner {
     /// Runs a lane's runner on its own task, so a caller that goes away
     /// (its future dropped) never strands the calls queued behind it.
@@ -105,6 +117,7 @@ impl Inner {
             .submit(key.clone(), (id.clone(), lease.clone()));
         if idle {
             self.spawn_runner(move |inner| async move {
+                inner.ack_lanes.held(&key).await;
                 while let Some(round) = inner.ack_lanes.take(&key, ACKS_PER_CALL, |_| 1) {
                     let pairs: Vec<_> = round.iter().map(|(pair, _)| pair.clone()).collect();
                     let answers = inner.ack_pairs(&key.0, key.1, &pairs).await;

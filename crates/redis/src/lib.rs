@@ -49,8 +49,6 @@
 //! # }
 //! ```
 
-#![forbid(unsafe_code)]
-
 mod batch;
 mod batched;
 mod broker;

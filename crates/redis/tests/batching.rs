@@ -56,11 +56,15 @@ async fn concurrent_acks_share_calls() {
     assert_eq!(leased.len(), 200);
 
     let before = fcalls(&server);
+    // All 200 join the lane before its first call: the overlap is certain,
+    // not left to the scheduler (which, loaded, gave 26 calls).
+    node.hold_next_ack_round(200);
     let acked = join_all(leased.iter().map(|d| node.ack(&q, &d.id, &d.lease_id))).await;
     let calls = fcalls(&server) - before;
     assert!(acked.iter().all(Result::is_ok), "{acked:?}");
+    // One call, plus the few a background sweep may make meanwhile.
     assert!(
-        calls <= 20,
+        calls <= 4,
         "200 concurrent acks took {calls} function calls"
     );
     // Each ack really happened, once: acking again is a not-found.

@@ -8,12 +8,21 @@
 //! arriving on an idle connection start the header clock (`Tracked`), a
 //! request reaching the router makes it busy (`RequestGuard`), and the end
 //! of the last response body makes it idle again (`GuardedBody`).
+//!
+//! HTTP/2 (known from its connection preface) has no request head in
+//! progress to time: its bytes between requests are pings, settings and
+//! window updates, so they do not start the header clock, and an HTTP/2
+//! connection with no stream open is closed after the idle timeout. Its
+//! streams are limited (`http2_max_streams`), and a client that cancels
+//! requests faster than `max_cancelled_requests` per `CANCEL_WINDOW` (the
+//! 2023 "rapid reset" flood, which the stream limit does not bound) has its
+//! connection cut.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 
@@ -27,7 +36,14 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tower::ServiceExt;
 
+use crate::body_deadline;
 use crate::listener::ConnectionLimits;
+use crate::metrics::HTTP_RESET_FLOODS_TOTAL;
+
+/// What a client sends first on an HTTP/2 connection (RFC 9113, 3.4).
+const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// The window over which cancelled requests are counted.
+const CANCEL_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Where a connection is between requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +103,12 @@ pub(crate) struct ConnState {
     changed: Notify,
     /// Eviction: close when idle, or after the request in progress.
     close: Notify,
+    /// Cut at once (a reset flood), whatever is in progress.
+    abort: Notify,
+    /// The client spoke HTTP/2 (its preface arrived).
+    http2: AtomicBool,
+    /// Requests cancelled before their answer: (window start, count).
+    cancelled: Mutex<(Instant, u32)>,
     registry: Arc<Registry>,
 }
 
@@ -97,6 +119,9 @@ impl ConnState {
             phase: Mutex::new(Phase::Busy { requests: 0 }),
             changed: Notify::new(),
             close: Notify::new(),
+            abort: Notify::new(),
+            http2: AtomicBool::new(false),
+            cancelled: Mutex::new((Instant::now(), 0)),
             registry: Arc::clone(registry),
         });
         let ticket = registry.enter(&state);
@@ -119,9 +144,9 @@ impl ConnState {
 
     /// When the connection times out in its current phase; `None` while busy.
     /// A busy connection has no time limit here: a lease call ends with its
-    /// `wait_ms`, but a client that sends its body slowly (or never reads a
-    /// large answer) holds the connection, and cannot be evicted, until it
-    /// goes away.
+    /// `wait_ms`, a body sent too slowly is cut by `body_deadline`, but a
+    /// client that never reads a large answer holds the connection, and
+    /// cannot be evicted, until it goes away.
     fn deadline(&self, limits: &ConnectionLimits) -> Option<Instant> {
         match *self.phase() {
             Phase::Idle { since, .. } => Some(since + limits.idle_timeout),
@@ -131,6 +156,9 @@ impl ConnState {
     }
 
     fn on_bytes_read(&self) {
+        if self.http2.load(Ordering::Relaxed) {
+            return;
+        }
         let mut phase = self.phase();
         if let Phase::Idle { ticket, .. } = *phase {
             *phase = Phase::Head {
@@ -182,6 +210,43 @@ impl ConnState {
         self.changed.notify_one();
     }
 
+    /// The HTTP/2 preface arrived: the bytes that started the header clock
+    /// were no request head, and none will be.
+    fn on_http2(&self) {
+        self.http2.store(true, Ordering::Relaxed);
+        let mut phase = self.phase();
+        if let Phase::Head { ticket, .. } = *phase {
+            *phase = Phase::Idle {
+                since: Instant::now(),
+                ticket,
+            };
+            drop(phase);
+            self.changed.notify_one();
+        }
+    }
+
+    /// A request was abandoned (the client reset its stream or went away);
+    /// more than `max` in a window cut the connection.
+    fn on_cancelled(&self, max: u32) {
+        let mut cancelled = self
+            .cancelled
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (since, count) = &mut *cancelled;
+        if since.elapsed() > CANCEL_WINDOW {
+            (*since, *count) = (Instant::now(), 0);
+        }
+        *count += 1;
+        if *count == max.saturating_add(1) {
+            metrics::counter!(HTTP_RESET_FLOODS_TOTAL).increment(1);
+            tracing::debug!(
+                cancelled = *count,
+                "closing a connection that cancels too many requests"
+            );
+            self.abort.notify_one();
+        }
+    }
+
     fn on_closed(&self) {
         if let Phase::Idle { ticket, .. } | Phase::Head { ticket, .. } = *self.phase() {
             self.registry.leave(ticket);
@@ -206,10 +271,37 @@ impl Drop for RequestGuard {
     }
 }
 
+/// Notes a request the client abandoned: dropped before the router
+/// answered it (a reset stream's handler is dropped), or its answer dropped
+/// before its end (the handler saw the reset as a failed body read and
+/// answered, but the answer had nowhere to go).
+struct CancelWatch {
+    state: Arc<ConnState>,
+    max_cancelled: u32,
+    done: bool,
+}
+
+impl Drop for CancelWatch {
+    fn drop(&mut self) {
+        if !self.done {
+            self.state.on_cancelled(self.max_cancelled);
+        }
+    }
+}
+
 /// A response body that keeps its request busy until it is dropped.
 struct GuardedBody {
     body: Body,
     _guard: RequestGuard,
+    watch: CancelWatch,
+}
+
+impl Drop for GuardedBody {
+    fn drop(&mut self) {
+        if hyper::body::Body::is_end_stream(&self.body) {
+            self.watch.done = true;
+        }
+    }
 }
 
 impl hyper::body::Body for GuardedBody {
@@ -220,7 +312,11 @@ impl hyper::body::Body for GuardedBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(None) = polled {
+            self.watch.done = true;
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -232,10 +328,31 @@ impl hyper::body::Body for GuardedBody {
     }
 }
 
-/// The connection's byte stream (TCP or TLS), noting when bytes arrive.
+/// The connection's byte stream (TCP or TLS), noting when bytes arrive
+/// and whether they open with the HTTP/2 preface.
 struct Tracked<IO> {
     io: IO,
     state: Arc<ConnState>,
+    /// Bytes of the preface matched so far; `None` once decided.
+    preface: Option<usize>,
+}
+
+impl<IO> Tracked<IO> {
+    fn sniff(&mut self, bytes: &[u8]) {
+        let Some(matched) = self.preface else {
+            return;
+        };
+        let expected = &HTTP2_PREFACE[matched..];
+        let n = bytes.len().min(expected.len());
+        self.preface = if bytes[..n] != expected[..n] {
+            None
+        } else if matched + n == HTTP2_PREFACE.len() {
+            self.state.on_http2();
+            None
+        } else {
+            Some(matched + n)
+        };
+    }
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for Tracked<IO> {
@@ -247,6 +364,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Tracked<IO> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.io).poll_read(cx, buf);
         if buf.filled().len() > before {
+            self.sniff(&buf.filled()[before..]);
             self.state.on_bytes_read();
         }
         polled
@@ -297,20 +415,28 @@ pub(crate) async fn serve<IO>(
     let io = TokioIo::new(Tracked {
         io,
         state: Arc::clone(&state),
+        preface: Some(0),
     });
     let requests = Arc::clone(&state);
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let guard = RequestGuard::begin(&requests);
+        let request = body_deadline::guard(request, &limits);
         let router = router.clone();
+        let watch = CancelWatch {
+            state: Arc::clone(&requests),
+            max_cancelled: limits.max_cancelled_requests,
+            done: false,
+        };
         async move {
             let Ok(response) = router.oneshot(request).await;
             Ok::<_, Infallible>(response.map(|body| GuardedBody {
                 body,
                 _guard: guard,
+                watch,
             }))
         }
     });
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let builder = builder(&limits);
     let conn = builder.serve_connection(io, service);
     tokio::pin!(conn);
     loop {
@@ -331,6 +457,10 @@ pub(crate) async fn serve<IO>(
             }
             () = state.changed.notified() => {}
             () = state.close.notified() => break,
+            () = state.abort.notified() => {
+                state.on_closed();
+                return;
+            }
             _ = stop.wait_for(|stop| *stop) => break,
         }
     }
@@ -343,6 +473,21 @@ pub(crate) async fn serve<IO>(
         }
     }
     state.on_closed();
+}
+
+/// hyper's HTTP/1 and HTTP/2 settings. hyper's own HTTP/2 reset limits
+/// are set explicitly, so that a hyper upgrade cannot loosen them: streams
+/// the client resets before the server even accepted them (20, h2's
+/// default) and streams the server itself had to reset for protocol errors
+/// (1024, hyper's default); past either hyper sends GOAWAY.
+fn builder(limits: &ConnectionLimits) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http2()
+        .max_concurrent_streams(limits.http2_max_streams)
+        .max_pending_accept_reset_streams(20)
+        .max_local_error_reset_streams(1024);
+    builder
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

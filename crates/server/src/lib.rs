@@ -14,6 +14,7 @@
 //! - `listener`: the accept loop (connection limit, closing the longest-idle
 //!   connection at it, accept failures, TLS handshakes, stopping);
 //!   `connection`: one connection's phase and its header and idle timeouts;
+//!   `body_deadline`: the request body's timeout and minimum rate;
 //!   `tls`: [`TlsConfig`] (rustls).
 //! - `routes`: one file per resource (queues, messages, consume, dead, ops,
 //!   and `dashboard`: the two read-only endpoints the `/ui` page reads), the
@@ -22,7 +23,9 @@
 //!   error answers, public routes, path parameter grammar). The page's
 //!   files themselves come from `delayd_ui`.
 //! - `wire`: query DTOs; the JSON bodies are `delayd_api`'s (separate from core
-//!   types); `convert`: checks and conversions from DTOs to core requests.
+//!   types); `convert`: checks and conversions from DTOs to core requests;
+//!   `schedule_convert`: the same for recurring schedules (and the
+//!   schedule object back).
 //! - `extract`: strict JSON/query/path extractors that answer in api.md's
 //!   error shape; [`error`]: the single mapping from failures to status and
 //!   code.
@@ -56,9 +59,8 @@
 //! assert_eq!(response.status(), StatusCode::CREATED);
 //! ```
 
-#![forbid(unsafe_code)]
-
 mod auth;
+mod body_deadline;
 mod connection;
 mod convert;
 pub mod error;
@@ -67,6 +69,7 @@ mod listener;
 pub mod metrics;
 mod options;
 mod routes;
+mod schedule_convert;
 mod shutdown;
 mod state;
 mod tls;
@@ -82,8 +85,9 @@ use delayd_core::Broker;
 use tower_http::trace::TraceLayer;
 
 pub use listener::{
-    serve_http, ConnectionLimits, HttpListener, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_MAX_CONNECTIONS,
+    serve_http, ConnectionLimits, HttpListener, DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_HTTP2_MAX_STREAMS, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_CANCELLED_REQUESTS, DEFAULT_MAX_CONNECTIONS,
 };
 pub use options::{
     ServerOptions, DEFAULT_MAX_BATCH, DEFAULT_MAX_BODY, DEFAULT_MAX_DELAY_MS, DEFAULT_MAX_PAYLOAD,
@@ -128,12 +132,17 @@ fn build(broker: Arc<dyn Broker>, options: ServerOptions) -> (Router, Arc<InFlig
     };
     // Layers run outside-in from the last added: trace, auth, error bodies,
     // panics, then (per route, where the route template is known) metrics, the
-    // Content-Length check and in-flight tracking.
+    // 408 of a body past its deadline, the Content-Length check, in-flight
+    // tracking and panics again. The inner
+    // panic catcher makes a handler's panic an ordinary 500 that the metrics
+    // count and in-flight tracking sees end; the outer one covers the
+    // middleware outside the routes.
     // The dashboard's page and assets (/ui) need no token: all data they
     // show comes from /v1.
     let router = routes::router()
         .merge(delayd_ui::ui_router().with_state::<AppState>(()))
         .fallback(|| async { error::ApiError::from_status(axum::http::StatusCode::NOT_FOUND) })
+        .layer(tower_http::catch_panic::CatchPanicLayer::new())
         .layer(middleware::from_fn_with_state(
             in_flight.clone(),
             shutdown::track,
@@ -142,6 +151,7 @@ fn build(broker: Arc<dyn Broker>, options: ServerOptions) -> (Router, Arc<InFlig
             max_body,
             extract::reject_oversized,
         ))
+        .layer(middleware::from_fn(body_deadline::answer_too_slow))
         .layer(middleware::from_fn(metrics::track))
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(state);

@@ -6,8 +6,8 @@
 //! idle keep-alive connections when it runs out: a flood of idle or
 //! slow-header connections then only ever displaces itself, and a client
 //! with a request to make is served. (A flood of requests with slowly sent
-//! bodies is busy, not idle, and is not displaced: there is no body
-//! timeout.) Only when every connection is busy
+//! bodies is busy, not idle, and is not displaced: the body deadline of
+//! `body_deadline` closes them instead.) Only when every connection is busy
 //! with a request does a new one get a quick `503` and close; refusing
 //! outright whenever full would let idle connections lock every client out
 //! until they time out.
@@ -39,6 +39,18 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default time a connection may sit with no request before it is closed.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default time a request body may take beyond what its size earns at the
+/// minimum rate (Apache's `RequestReadTimeout body=20,MinRate=500`).
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(20);
+/// Default bytes per second of request body that each earn a second more.
+pub const DEFAULT_BODY_MIN_RATE: u64 = 500;
+/// Default most concurrent HTTP/2 streams (requests) on one connection: a
+/// connection holds one slot of the connection limit, so it should not
+/// carry hundreds of requests.
+pub const DEFAULT_HTTP2_MAX_STREAMS: u32 = 100;
+/// Default most requests a client may cancel (HTTP/2 RST_STREAM) on one
+/// connection within 10 seconds before the connection is closed.
+pub const DEFAULT_MAX_CANCELLED_REQUESTS: u32 = 200;
 
 /// How long the accept loop waits for an evicted connection to free its
 /// slot before refusing the new one instead.
@@ -60,6 +72,20 @@ pub struct ConnectionLimits {
     /// A connection with no request in progress and no byte of the next one
     /// is closed after this long (this includes a new connection).
     pub idle_timeout: Duration,
+    /// A request body must arrive within this long from the end of its
+    /// head, plus a second per `body_min_rate` bytes received; slower ones
+    /// are answered 408 and their connection closed (see `body_deadline`).
+    pub body_timeout: Duration,
+    /// Bytes per second of body that earn a second more; 0: none do.
+    pub body_min_rate: u64,
+    /// Most concurrent HTTP/2 streams on one connection (advertised in
+    /// SETTINGS_MAX_CONCURRENT_STREAMS).
+    pub http2_max_streams: u32,
+    /// Requests a client may cancel before their answer within 10 seconds
+    /// on one connection; one more closes the connection (the HTTP/2
+    /// "rapid reset" flood: each cancelled stream still cost a handler
+    /// start, and does not count against the concurrent streams).
+    pub max_cancelled_requests: u32,
 }
 
 impl Default for ConnectionLimits {
@@ -68,6 +94,10 @@ impl Default for ConnectionLimits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            body_min_rate: DEFAULT_BODY_MIN_RATE,
+            http2_max_streams: DEFAULT_HTTP2_MAX_STREAMS,
+            max_cancelled_requests: DEFAULT_MAX_CANCELLED_REQUESTS,
         }
     }
 }
@@ -78,6 +108,7 @@ pub struct HttpListener {
     tcp: TcpListener,
     limits: ConnectionLimits,
     tls: Option<TlsConfig>,
+    budget: Option<Arc<Semaphore>>,
 }
 
 impl From<TcpListener> for HttpListener {
@@ -86,6 +117,7 @@ impl From<TcpListener> for HttpListener {
             tcp,
             limits: ConnectionLimits::default(),
             tls: None,
+            budget: None,
         }
     }
 }
@@ -102,6 +134,15 @@ impl HttpListener {
         self
     }
 
+    /// Each connection also holds a permit of `budget`, a limit shared with
+    /// other listeners (`delayd serve`'s `--max-connections` over HTTP and
+    /// beanstalkd). When it is spent, the longest-idle HTTP connection is
+    /// closed as at this listener's own limit, else the new one gets 503.
+    pub fn with_shared_budget(mut self, budget: Arc<Semaphore>) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.tcp.local_addr()
     }
@@ -114,6 +155,43 @@ struct Shared {
     tls: Option<TlsConfig>,
     registry: Arc<Registry>,
     slots: Arc<Semaphore>,
+    /// The limit shared with other listeners, if any.
+    budget: Option<Arc<Semaphore>>,
+}
+
+/// A connection's place: one of the listener's slots, and a permit of the
+/// shared budget when there is one. Held until the connection closes.
+struct Slot {
+    _own: OwnedSemaphorePermit,
+    _shared: Option<OwnedSemaphorePermit>,
+}
+
+impl Shared {
+    fn try_slot(&self) -> Option<Slot> {
+        let own = Arc::clone(&self.slots).try_acquire_owned().ok()?;
+        let shared = match &self.budget {
+            Some(budget) => Some(Arc::clone(budget).try_acquire_owned().ok()?),
+            None => None,
+        };
+        Some(Slot {
+            _own: own,
+            _shared: shared,
+        })
+    }
+
+    /// Waits for a slot (the semaphores are never closed: `None` is only
+    /// for form).
+    async fn slot(&self) -> Option<Slot> {
+        let own = Arc::clone(&self.slots).acquire_owned().await.ok()?;
+        let shared = match &self.budget {
+            Some(budget) => Some(Arc::clone(budget).acquire_owned().await.ok()?),
+            None => None,
+        };
+        Some(Slot {
+            _own: own,
+            _shared: shared,
+        })
+    }
 }
 
 /// Serves `app` until `shutdown` resolves; then stops accepting, closes
@@ -125,13 +203,19 @@ pub async fn serve_http(
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let HttpListener { tcp, limits, tls } = listener.into();
+    let HttpListener {
+        tcp,
+        limits,
+        tls,
+        budget,
+    } = listener.into();
     let shared = Arc::new(Shared {
         router: app,
         limits,
         tls,
         registry: Arc::default(),
         slots: Arc::new(Semaphore::new(limits.max_connections)),
+        budget,
     });
     metrics::gauge!(HTTP_MAX_CONNECTIONS).set(limits.max_connections as f64);
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -175,14 +259,13 @@ async fn close_all(mut tasks: JoinSet<()>) {
 
 /// A slot for `stream`, evicting the longest-idle connection when full;
 /// `None` (the stream answered 503) when every connection is busy.
-async fn admit(shared: &Shared, stream: &TcpStream) -> Option<OwnedSemaphorePermit> {
-    if let Ok(slot) = Arc::clone(&shared.slots).try_acquire_owned() {
+async fn admit(shared: &Shared, stream: &TcpStream) -> Option<Slot> {
+    if let Some(slot) = shared.try_slot() {
         return Some(slot);
     }
     if shared.registry.evict_oldest() {
         metrics::counter!(HTTP_CONNECTIONS_EVICTED_TOTAL).increment(1);
-        let freed = Arc::clone(&shared.slots).acquire_owned();
-        if let Ok(Ok(slot)) = tokio::time::timeout(EVICTION_WAIT, freed).await {
+        if let Ok(Some(slot)) = tokio::time::timeout(EVICTION_WAIT, shared.slot()).await {
             return Some(slot);
         }
     }
@@ -215,12 +298,7 @@ fn refuse(stream: &TcpStream) {
 
 /// One connection's task: the TLS handshake if any, then HTTP. The slot is
 /// held until the connection is closed.
-async fn run(
-    stream: TcpStream,
-    slot: OwnedSemaphorePermit,
-    shared: Arc<Shared>,
-    stop: watch::Receiver<bool>,
-) {
+async fn run(stream: TcpStream, slot: Slot, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
     let _open = OpenConnection::count(slot);
     // Small JSON answers must not wait for Nagle's delayed ACK.
     let _ = stream.set_nodelay(true);
@@ -242,10 +320,10 @@ async fn run(
 }
 
 /// Counts an open connection in the gauge and holds its slot until drop.
-struct OpenConnection(#[expect(dead_code, reason = "held for its Drop")] OwnedSemaphorePermit);
+struct OpenConnection(#[expect(dead_code, reason = "held for its Drop")] Slot);
 
 impl OpenConnection {
-    fn count(slot: OwnedSemaphorePermit) -> Self {
+    fn count(slot: Slot) -> Self {
         metrics::gauge!(HTTP_CONNECTIONS).increment(1.0);
         Self(slot)
     }

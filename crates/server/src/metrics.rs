@@ -26,10 +26,20 @@ pub const HTTP_CONNECTIONS_EVICTED_TOTAL: &str = "delayd_http_connections_evicte
 /// Counter: HTTP connections answered 503 and closed at the limit because
 /// every open one was busy.
 pub const HTTP_CONNECTIONS_REFUSED_TOTAL: &str = "delayd_http_connections_refused_total";
+/// Counter: requests whose body arrived too slowly (past the body timeout
+/// and minimum rate), answered 408 and, on HTTP/1, closed.
+pub const HTTP_SLOW_BODIES_TOTAL: &str = "delayd_http_slow_bodies_total";
+/// Counter: HTTP connections cut for cancelling too many requests (HTTP/2
+/// stream resets: the "rapid reset" flood).
+pub const HTTP_RESET_FLOODS_TOTAL: &str = "delayd_http_reset_floods_total";
 /// Gauge: live messages. Labels `queue`, `state`.
 pub const QUEUE_MESSAGES: &str = "delayd_queue_messages";
 /// Gauge: 1 while the queue is paused. Label `queue`.
 pub const QUEUE_PAUSED: &str = "delayd_queue_paused";
+/// Gauge, always 1: the version of the IANA time-zone database compiled
+/// into the binary (label `version`, e.g. `2025b`), which decides the fire
+/// times of cron schedules in a `tz`.
+pub const TZDB_INFO: &str = "delayd_tzdb_info";
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -107,6 +117,12 @@ pub async fn track(request: Request, next: Next) -> Response {
     metrics::counter!(HTTP_REQUESTS_TOTAL, &labels).increment(1);
     metrics::histogram!(HTTP_REQUEST_SECONDS, &labels).record(started.elapsed().as_secs_f64());
     response
+}
+
+/// Sets the info gauges (constant for the process's life; set at each
+/// scrape so they show whichever recorder is in place).
+pub fn set_info_gauges() {
+    metrics::gauge!(TZDB_INFO, "version" => delayd_core::TZDB_VERSION).set(1.0);
 }
 
 /// Sets the per-queue gauges from the broker's current stats.

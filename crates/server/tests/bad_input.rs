@@ -103,7 +103,20 @@ async fn snapshot(s: &Server) -> Value {
             ]));
         }
     }
-    json!({"queues": queues.body, "messages": messages})
+    // A backend without schedules answers an error here; that stays equal.
+    let schedules = match s.broker.list_schedules(&q).await {
+        Ok(list) => json!(list
+            .iter()
+            .map(|r| json!([
+                r.id.as_str(),
+                r.revision,
+                r.next_fire_at,
+                r.definition.paused
+            ]))
+            .collect::<Vec<_>>()),
+        Err(err) => json!(err.code()),
+    };
+    json!({"queues": queues.body, "messages": messages, "schedules": schedules})
 }
 
 /// q holds: `lm` leased, `m` ready, `s` scheduled; `acked` was acked.
@@ -695,6 +708,252 @@ fn cases(acked_lease: &str) -> Vec<Case> {
     basic.headers = vec![("authorization", format!("Basic {TOKEN}"))];
     cases.extend([wrong, missing, metrics, basic]);
     cases
+}
+
+/// A schedule case: 400 `invalid_argument` whose message names `field`.
+struct FieldCase {
+    name: &'static str,
+    method: &'static str,
+    path: &'static str,
+    body: Value,
+    field: &'static str,
+}
+
+fn field_case(
+    name: &'static str,
+    path: &'static str,
+    body: Value,
+    field: &'static str,
+) -> FieldCase {
+    let method = if path.ends_with("/preview") {
+        "POST"
+    } else {
+        "PUT"
+    };
+    FieldCase {
+        name,
+        method,
+        path,
+        body,
+        field,
+    }
+}
+
+/// api.md's schedule 400 rules (and the strict-body and enqueue rules of
+/// the template), each naming its field.
+fn schedule_cases() -> Vec<FieldCase> {
+    let put = "/v1/queues/q/schedules/s";
+    let preview = "/v1/schedules/preview";
+    let msg = json!({"payload": "p"});
+    vec![
+        field_case(
+            "cron does not parse",
+            put,
+            json!({"cron": "61 * * * *", "message": msg}),
+            "cron",
+        ),
+        field_case(
+            "cron garbage",
+            put,
+            json!({"cron": "every day", "message": msg}),
+            "cron",
+        ),
+        field_case(
+            "cron never fires",
+            put,
+            json!({"cron": "0 0 30 2 *", "message": msg}),
+            "cron",
+        ),
+        field_case(
+            "unknown tz",
+            put,
+            json!({"cron": "@daily", "tz": "Mars/Olympus", "message": msg}),
+            "tz",
+        ),
+        field_case(
+            "tz with every_ms",
+            put,
+            json!({"every_ms": 60000, "tz": "UTC", "message": msg}),
+            "tz",
+        ),
+        field_case(
+            "every_ms below 1000",
+            put,
+            json!({"every_ms": 999, "message": msg}),
+            "every_ms",
+        ),
+        field_case(
+            "cron and every_ms",
+            put,
+            json!({"cron": "@daily", "every_ms": 60000, "message": msg}),
+            "every_ms",
+        ),
+        field_case(
+            "neither cron nor every_ms",
+            put,
+            json!({"message": msg}),
+            "cron",
+        ),
+        field_case(
+            "end_at not after start_at",
+            put,
+            json!({"every_ms": 1000, "start_at": 5000, "end_at": 5000, "message": msg}),
+            "end_at",
+        ),
+        field_case(
+            "max_fires 0",
+            put,
+            json!({"every_ms": 1000, "max_fires": 0, "message": msg}),
+            "max_fires",
+        ),
+        field_case(
+            "message without payload",
+            put,
+            json!({"every_ms": 1000, "message": {}}),
+            "payload",
+        ),
+        field_case(
+            "message with id",
+            put,
+            json!({"every_ms": 1000, "message": {"payload": "p", "id": "x"}}),
+            "id",
+        ),
+        field_case(
+            "message with delay_ms",
+            put,
+            json!({"every_ms": 1000, "message": {"payload": "p", "delay_ms": 5}}),
+            "delay_ms",
+        ),
+        field_case(
+            "message with deliver_at",
+            put,
+            json!({"every_ms": 1000, "message": {"payload": "p", "deliver_at": 5}}),
+            "deliver_at",
+        ),
+        field_case(
+            "message delayd- header",
+            put,
+            json!({"every_ms": 1000, "message": {"payload": "p", "headers": {"Delayd-X": "1"}}}),
+            "header",
+        ),
+        field_case(
+            "message max_attempts 0",
+            put,
+            json!({"every_ms": 1000, "message": {"payload": "p", "max_attempts": 0}}),
+            "max_attempts",
+        ),
+        field_case(
+            "unknown field",
+            put,
+            json!({"every_ms": 1000, "jiter_ms": 5, "message": msg}),
+            "jiter_ms",
+        ),
+        field_case(
+            "catchup unknown",
+            put,
+            json!({"every_ms": 1000, "catchup": "some", "message": msg}),
+            "catchup",
+        ),
+        field_case(
+            "overlap unknown",
+            put,
+            json!({"every_ms": 1000, "overlap": "queue", "message": msg}),
+            "overlap",
+        ),
+        field_case(
+            "jitter_ms beyond max delay",
+            put,
+            json!({"every_ms": 1000, "jitter_ms": TEN_YEARS_MS + 1, "message": msg}),
+            "jitter_ms",
+        ),
+        field_case(
+            "schedule id with a colon",
+            "/v1/queues/q/schedules/a:b",
+            json!({"every_ms": 1000, "message": msg}),
+            "schedule id",
+        ),
+        field_case(
+            "preview count 0",
+            preview,
+            json!({"every_ms": 1000, "count": 0}),
+            "count",
+        ),
+        field_case(
+            "preview count 101",
+            preview,
+            json!({"every_ms": 1000, "count": 101}),
+            "count",
+        ),
+        field_case("preview neither", preview, json!({"count": 3}), "cron"),
+        field_case(
+            "preview bad cron",
+            preview,
+            json!({"cron": "* * *"}),
+            "cron",
+        ),
+        field_case(
+            "preview unknown tz",
+            preview,
+            json!({"cron": "@hourly", "tz": "Nowhere"}),
+            "tz",
+        ),
+        field_case(
+            "preview tz with every_ms",
+            preview,
+            json!({"every_ms": 1000, "tz": "UTC"}),
+            "tz",
+        ),
+        field_case(
+            "preview every_ms below 1000",
+            preview,
+            json!({"every_ms": 10}),
+            "every_ms",
+        ),
+        field_case(
+            "preview unknown field",
+            preview,
+            json!({"every_ms": 1000, "limit": 3}),
+            "limit",
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn schedule_bad_input_names_the_field_model() {
+    schedule_bad_input_names_the_field(common::model()).await;
+}
+
+#[tokio::test]
+async fn schedule_bad_input_names_the_field_local() {
+    let (broker, _dir) = common::local_broker().await;
+    schedule_bad_input_names_the_field(broker).await;
+}
+
+async fn schedule_bad_input_names_the_field(broker: std::sync::Arc<dyn delayd_core::Broker>) {
+    let s = common::start(broker, ServerOptions::default()).await;
+    assert_eq!(s.call("PUT", "/v1/queues/q", None).await.status, 201);
+    let before = snapshot(&s).await;
+    let mut failures = Vec::new();
+    for c in schedule_cases() {
+        let r = s.call(c.method, c.path, Some(c.body)).await;
+        let message = r.body["error"]["message"].as_str().unwrap_or_default();
+        if (r.status, r.code()) != (400, "invalid_argument") || !message.contains(c.field) {
+            failures.push(format!(
+                "{}: got {} {}, want 400 invalid_argument naming {:?}",
+                c.name, r.status, r.body, c.field
+            ));
+        }
+        if snapshot(&s).await != before {
+            failures.push(format!("{}: changed the store", c.name));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    s.stop().await.unwrap();
 }
 
 #[tokio::test]

@@ -157,5 +157,17 @@ macro_rules! cases {
     };
 }
 
-cases!(model_broker: mixed_items, expired_lease, unknown_queue, refused_requests_change_nothing);
+cases!(model_broker: mixed_items, unknown_queue, refused_requests_change_nothing);
 cases!(local_broker: mixed_items, expired_lease, unknown_queue, refused_requests_change_nothing);
+
+/// `expired_lease` over the ModelBroker on paused time (over the real
+/// socket): the broker reads the virtual clock, so the lease has surely
+/// expired after the case's wait, whatever the machine's load.
+#[tokio::test(start_paused = true)]
+async fn expired_lease_on_virtual_time() {
+    let clock = std::sync::Arc::new(delayd_core::testkit::support::VirtualClock::new());
+    let broker = std::sync::Arc::new(delayd_core::testkit::ModelBroker::with_clock(clock));
+    let s = common::start(broker, delayd_server::ServerOptions::default()).await;
+    expired_lease(&s).await;
+    s.stop().await.unwrap();
+}

@@ -97,10 +97,16 @@ async fn push_secret_is_never_returned(s: &Server) {
             "secret_set": true, "headers_set": ["Authorization", "x-tenant"]})
     );
     assert!(!r.body.to_string().contains("s3cret"));
-    assert!(!r.body.to_string().contains("t0ken"), "header values are never returned");
+    assert!(
+        !r.body.to_string().contains("t0ken"),
+        "header values are never returned"
+    );
     let r = s.call("GET", "/v1/queues/hooks", None).await;
     assert!(!r.body.to_string().contains("t0ken"));
-    assert_eq!(r.body["config"]["push"]["headers_set"], json!(["Authorization", "x-tenant"]));
+    assert_eq!(
+        r.body["config"]["push"]["headers_set"],
+        json!(["Authorization", "x-tenant"])
+    );
     // Not on the allowlist: 400, config unchanged.
     let r = s
         .call(

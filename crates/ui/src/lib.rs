@@ -15,8 +15,6 @@
 //! never `innerHTML` with data: payloads, ids and headers are
 //! attacker-controlled.
 
-#![forbid(unsafe_code)]
-
 pub mod assets;
 
 pub use assets::{ui_router, CONTENT_SECURITY_POLICY};

@@ -5,7 +5,13 @@
 //! Run: `CARGO_TARGET_DIR=/tmp/target-wheel cargo bench -p delayd-wheel --bench memory`
 //!
 //! The allocator wrapper is the only `unsafe` in the crate's targets; it just
-//! forwards to `System` and counts (the library itself forbids unsafe code).
+//! forwards to `System` and counts (the workspace denies unsafe code).
+
+#![expect(
+    unsafe_code,
+    reason = "a counting global allocator implements the unsafe GlobalAlloc"
+)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -91,7 +91,6 @@
 //!
 //! **Handles.** [`Handle`] is `(index, generation)`; freeing a slot bumps its
 //! generation, so a stale handle never reaches a later occupant.
-#![forbid(unsafe_code)]
 
 #[cfg(feature = "tokio")]
 mod delay_queue;

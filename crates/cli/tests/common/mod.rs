@@ -159,6 +159,7 @@ impl Server {
     }
 
     /// Sends SIGTERM and waits up to `limit` for the process to exit.
+    #[expect(unsafe_code, reason = "kill(2) through libc")]
     pub fn sigterm_and_wait(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
         let child = &mut self.proc.0;
         let pid = libc::pid_t::try_from(child.id()).unwrap();

@@ -22,13 +22,15 @@ use async_trait::async_trait;
 use delayd_core::{
     Broker, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest,
     LeaseId, LeaseRequest, ListQuery, Message, MessageId, MessageState, Nack, QueueConfigPatch,
-    QueueInfo, QueueName, Redrive, Reschedule, Schedule, Upsert,
+    QueueInfo, QueueName, Redrive, Reschedule, Schedule, ScheduleDefinition, ScheduleId,
+    ScheduleRecord, Upsert,
 };
 
 use crate::client::Client;
 use crate::wire::{self, AckItem, LeaseOptions};
 
 mod convert;
+mod schedules;
 
 use convert::{
     not_available, schedule_fields, to_delivery, to_message, to_new_message, to_outcome,
@@ -360,6 +362,49 @@ impl Broker for HttpBroker {
         };
         let done = self.client.redrive(queue.as_str(), ids.as_deref()).await;
         done.map_err(|err| Subject::queue(queue).map(err))
+    }
+
+    async fn put_schedule(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+        definition: ScheduleDefinition,
+        options: EnqueueOptions,
+    ) -> BrokerResult<(Upsert, ScheduleRecord)> {
+        schedules::put(&self.client, queue, id, definition, options).await
+    }
+
+    async fn get_schedule(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+    ) -> BrokerResult<ScheduleRecord> {
+        schedules::get(&self.client, queue, id).await
+    }
+
+    async fn list_schedules(&self, queue: &QueueName) -> BrokerResult<Vec<ScheduleRecord>> {
+        schedules::list(&self.client, queue).await
+    }
+
+    async fn delete_schedule(&self, queue: &QueueName, id: &ScheduleId) -> BrokerResult<()> {
+        schedules::delete(&self.client, queue, id).await
+    }
+
+    async fn set_schedule_paused(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+        paused: bool,
+    ) -> BrokerResult<ScheduleRecord> {
+        schedules::set_paused(&self.client, queue, id, paused).await
+    }
+
+    async fn trigger_schedule(
+        &self,
+        queue: &QueueName,
+        id: &ScheduleId,
+    ) -> BrokerResult<EnqueueOutcome> {
+        schedules::trigger(&self.client, queue, id).await
     }
 
     async fn ready(&self) -> BrokerResult<()> {

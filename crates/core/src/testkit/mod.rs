@@ -36,6 +36,7 @@
 pub mod cases;
 mod firing;
 pub mod model;
+pub mod net;
 mod state;
 pub mod support;
 

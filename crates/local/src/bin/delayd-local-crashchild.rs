@@ -7,23 +7,30 @@
 //! sent, so an ack can only have happened to an id with an `L` line),
 //! `X <id>` (about to cancel, for the same reason), `A <id>` (acked),
 //! `C <id>` (cancelled).
-//! Usage: `delayd-local-crashchild <data-dir> <id-prefix>`.
-
-#![forbid(unsafe_code)]
+//!
+//! Beside that load, [`SCHEDULES`] schedules in the queue `crash-sched`
+//! fire every second, staggered so that a fire happens every few
+//! milliseconds (and, after each restart, the fire times that passed while
+//! the child was down are caught up): the parent checks that each fire
+//! time's message exists iff the schedule's cursor moved past it.
+//! Usage: `delayd-local-crashchild <data-dir> <id-prefix> <schedule-start-ms>`.
 
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::Arc;
 
 use delayd_core::{
-    Broker, EnqueueOptions, EnqueueRequest, LeaseRequest, MessageId, PipelinedCall,
-    PipelinedResult, QueueName,
+    Broker, Catchup, EnqueueOptions, EnqueueRequest, LeaseRequest, MessageId, MessageTemplate,
+    Overlap, PipelinedCall, PipelinedResult, QueueName, Recurrence, ScheduleDefinition, ScheduleId,
 };
 use delayd_local::{LocalBroker, LocalConfig};
 
 const WORKERS: usize = 8;
 /// Workers that only consume, with waiting leases (the hand-off path).
 const CONSUMERS: usize = 2;
+/// Schedules firing every second, [`SCHEDULE_STAGGER_MS`] apart.
+const SCHEDULES: u64 = 50;
+const SCHEDULE_STAGGER_MS: u64 = 20;
 
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();
@@ -145,11 +152,49 @@ async fn consumer(broker: Arc<LocalBroker>, queue: QueueName) {
     }
 }
 
+/// Puts the schedules (the same definitions every run: a repeated put
+/// changes nothing). `catchup: all` with a day's window, so that no fire
+/// time is ever missed and the fired times of each schedule are exactly
+/// the `fires` times before its cursor.
+async fn put_schedules(broker: &LocalBroker, start_ms: u64) {
+    let Ok(queue) = QueueName::new("crash-sched") else {
+        std::process::exit(1);
+    };
+    for i in 0..SCHEDULES {
+        let Ok(id) = ScheduleId::new(format!("s{i}")) else {
+            std::process::exit(1);
+        };
+        let definition = ScheduleDefinition {
+            recurrence: Recurrence::Every { every_ms: 1_000 },
+            start_at: start_ms + i * SCHEDULE_STAGGER_MS,
+            end_at: None,
+            max_fires: None,
+            message: MessageTemplate {
+                payload: format!("fire of s{i}").into_bytes(),
+                ..MessageTemplate::default()
+            },
+            catchup: Catchup::All,
+            catchup_window_ms: 86_400_000,
+            overlap: Overlap::Allow,
+            jitter_ms: 0,
+            paused: false,
+        };
+        // A put killed or failed now is made again by the next run.
+        let _ = broker
+            .put_schedule(&queue, &id, definition, EnqueueOptions::default())
+            .await;
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let mut args = std::env::args().skip(1);
-    let (Some(dir), Some(prefix)) = (args.next(), args.next()) else {
-        eprintln!("usage: delayd-local-crashchild <data-dir> <id-prefix>");
+    let (Some(dir), Some(prefix), Some(start)) = (args.next(), args.next(), args.next()) else {
+        eprintln!("usage: delayd-local-crashchild <data-dir> <id-prefix> <schedule-start-ms>");
+        std::process::exit(2);
+    };
+    let Ok(start_ms) = start.parse::<u64>() else {
+        eprintln!("schedule-start-ms must be epoch milliseconds, got {start:?}");
         std::process::exit(2);
     };
     let broker = match LocalBroker::open(LocalConfig::new(dir)).await {
@@ -162,6 +207,7 @@ async fn main() {
     let Ok(queue) = QueueName::new("crash") else {
         std::process::exit(1);
     };
+    put_schedules(&broker, start_ms).await;
     say("READY");
     let tasks: Vec<_> = (0..WORKERS)
         .map(|w| {

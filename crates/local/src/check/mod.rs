@@ -118,7 +118,7 @@ const RESTORE: &str = "restore the data directory from a backup";
 
 /// Keyspace ids are given by fjall in creation order, which `Store::open`
 /// fixes (pinned by a test).
-const KEYSPACES: [&str; 7] = [
+const KEYSPACES: [&str; 8] = [
     "fjall catalogue",
     "meta",
     "queues",
@@ -126,6 +126,7 @@ const KEYSPACES: [&str; 7] = [
     "payloads",
     "due",
     "pinned",
+    "schedules",
 ];
 
 fn keyspace_name(id: u64) -> &'static str {
@@ -142,6 +143,7 @@ fn keyspace_holds(id: u64) -> &'static str {
         "payloads" => "message payloads",
         "due" => "the due-time index of scheduled messages",
         "pinned" => "the index of leased and dead messages",
+        "schedules" => "recurring schedules (definition, revision, cursor)",
         _ => "an unknown keyspace",
     }
 }
@@ -427,6 +429,31 @@ mod tests {
             (FileKind::Record, Severity::Damage)
         );
         assert_eq!(finding.affects, "message orders/o-1");
+        assert!(report.damaged());
+    }
+
+    /// A schedule record that does not decode is named by its schedule.
+    #[test]
+    fn an_undecodable_schedule_is_named_by_its_id() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let opened = Store::open(dir.path(), 1 << 20).expect("open");
+            let mut set = crate::store::WriteSet::default();
+            let queue = delayd_core::QueueName::new("orders").expect("queue");
+            let id = delayd_core::ScheduleId::new("nightly").expect("id");
+            let key = crate::schedule_codec::schedule_key(&queue, &id);
+            set.put(crate::store::Space::Schedules, key, vec![1, 0xff]);
+            opened.store.commit(&set).expect("commit");
+            opened
+                .store
+                .persist(fjall::PersistMode::SyncAll)
+                .expect("persist");
+        }
+        let scratch = tempfile::tempdir().expect("tempdir");
+        let report = check(dir.path(), &scratch.path().join("copy")).expect("check");
+        let finding = &report.findings[0];
+        assert_eq!(finding.location, "keyspace schedules");
+        assert_eq!(finding.affects, "schedule orders/nightly");
         assert!(report.damaged());
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::codec::{self, MessageRecord, QueueRecord};
 use crate::error::StoreError;
+use crate::schedule_codec;
 use crate::store::Store;
 
 /// A record that could not be read or decoded.
@@ -78,6 +79,7 @@ fn decode(keyspace: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
             codec::decode_due_key(key)?;
             codec::decode_message_key(value).map(drop)
         }
+        "schedules" => schedule_codec::decode_schedule(key, value).map(drop),
         _ => {
             codec::decode_u64(key)?;
             codec::decode_message_key(value).map(drop)
@@ -100,6 +102,9 @@ pub(crate) fn describe_key(keyspace: &str, key: &[u8]) -> String {
             .ok()
             .map(|(at, seq)| format!("seq {seq} due at {at}")),
         "meta" => std::str::from_utf8(key).ok().map(|k| format!("meta {k}")),
+        "schedules" => schedule_codec::decode_schedule_key(key)
+            .ok()
+            .map(|(q, id)| format!("schedule {}/{}", q.as_str(), id.as_str())),
         _ => None,
     };
     described.unwrap_or_else(|| {

@@ -10,7 +10,7 @@ use delayd_push::PolicyError;
 use crate::common::*;
 
 async fn wait_dead(h: &Harness, queue: &str, name: &str) {
-    eventually(Duration::from_secs(10), "message dead", || async {
+    eventually(10_000, "message dead", || async {
         matches!(h.broker.get(&q(queue), &id(name)).await, Ok(m) if m.state == MessageState::Dead)
     })
     .await;

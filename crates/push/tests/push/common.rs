@@ -2,7 +2,6 @@
 //! scripts, a broker, and a dispatcher with short intervals.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -304,16 +303,6 @@ pub fn retry(initial_ms: u64, multiplier: f64) -> RetryPolicy {
     }
 }
 
-/// Polls `condition` every 10 ms until it holds, failing after `within`:
-/// for broker state, which has no event to await.
-pub async fn eventually<F, Fut>(within: Duration, what: &str, mut condition: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    while !condition().await {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+/// Polls a condition until it holds, failing after a time limit in ms: for
+/// broker state, which has no event to await.
+pub use delayd_core::testkit::support::eventually;

@@ -9,7 +9,7 @@ use delayd_core::{MessageState, QueueConfigPatch, Redrive, Schedule};
 use crate::common::*;
 
 async fn wait_dead(h: &Harness, queue: &str, name: &str, attempts: u32) {
-    eventually(Duration::from_secs(10), "message dead", || async {
+    eventually(10_000, "message dead", || async {
         match h.broker.get(&q(queue), &id(name)).await {
             Ok(m) => m.state == MessageState::Dead && m.attempts == attempts,
             Err(_) => false,
@@ -42,7 +42,7 @@ async fn timeouts_exhaust_attempts_then_redrive_delivers() {
     assert_eq!(moved, 1);
     let again = receiver.next(Duration::from_secs(5)).await;
     assert_eq!((again.header("delayd-id"), again.attempt()), ("t", 1));
-    eventually(Duration::from_secs(5), "acked after redrive", || async {
+    eventually(5_000, "acked after redrive", || async {
         h.broker.get(&q("hang"), &id("t")).await.is_err()
     })
     .await;

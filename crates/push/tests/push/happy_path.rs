@@ -80,7 +80,7 @@ async fn delivers_after_delay(h: Harness) {
         assert!(!verify_signature(b"wrong", timestamp, &r.body, signature));
     }
     for (name, ..) in &expected {
-        eventually(Duration::from_secs(5), "acked", || async {
+        eventually(5_000, "acked", || async {
             matches!(
                 h.broker.get(&q("orders"), &id(name)).await,
                 Err(BrokerError::MessageNotFound { .. })
@@ -108,7 +108,7 @@ async fn unsigned_without_secret_and_default_content_type() {
     assert_eq!(r.body.as_ref(), &[0, 159, 255]);
     assert_eq!(r.header("content-type"), "application/octet-stream");
     assert!(r.headers.get("delayd-signature").is_none());
-    eventually(Duration::from_secs(5), "204 acks", || async {
+    eventually(5_000, "204 acks", || async {
         h.broker.get(&q("plain"), &id("a")).await.is_err()
     })
     .await;

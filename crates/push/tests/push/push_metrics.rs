@@ -57,7 +57,7 @@ async fn outcomes_retries_and_dead_letters_are_counted() {
     for _ in 0..4 {
         receiver.next(Duration::from_secs(5)).await;
     }
-    eventually(Duration::from_secs(5), "good acked, bad dead", || async {
+    eventually(5_000, "good acked, bad dead", || async {
         let good_gone = h.broker.get(&q("counted"), &id("good")).await.is_err();
         let bad = h.broker.get(&q("counted"), &id("bad")).await;
         good_gone && matches!(bad, Ok(m) if m.state == MessageState::Dead)

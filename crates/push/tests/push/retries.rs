@@ -42,7 +42,7 @@ async fn server_errors_are_retried_with_growing_delays() {
         gaps[0] < gaps[1] && gaps[1] < gaps[2],
         "gaps grow: {gaps:?}"
     );
-    eventually(Duration::from_secs(5), "acked after the 200", || async {
+    eventually(5_000, "acked after the 200", || async {
         h.broker.get(&q("jobs"), &id("j")).await.is_err()
     })
     .await;

@@ -5,8 +5,6 @@
 
 #![allow(dead_code, reason = "each test binary uses a different part")]
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,31 +31,8 @@ pub struct RedisServer {
     _tmp: Option<tempfile::TempDir>,
 }
 
-fn bindable(port: u16) -> bool {
-    TcpListener::bind(("127.0.0.1", port)).is_ok()
-}
-
-/// A port that is free now, with port + 10000 (a Cluster bus port) free too.
-pub fn free_port() -> u16 {
-    loop {
-        let port = rand::random_range(20_000..30_000u16);
-        if bindable(port) && bindable(port + 10_000) {
-            return port;
-        }
-    }
-}
-
-fn ping(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"PING\r\n").is_err() {
-        return false;
-    }
-    let mut buf = [0u8; 64];
-    matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG"))
-}
+pub use delayd_core::testkit::net::free_port;
+use delayd_core::testkit::net::redis_ping as ping;
 
 impl RedisServer {
     /// A server with persistence off, in its own temporary directory.

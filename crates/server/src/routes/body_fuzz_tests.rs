@@ -35,6 +35,7 @@ const DOCUMENTED_CODES: &[&str] = &[
     "unauthorized",
     "queue_not_found",
     "message_not_found",
+    "schedule_not_found",
     "lease_mismatch",
     "invalid_state",
     "payload_too_large",
@@ -83,6 +84,12 @@ fn valid_body(verb: Verb, path: &str) -> Value {
         (Verb::Post, "nack") => json!({"lease_id": "x", "delay_ms": 0}),
         (Verb::Post, "extend") => json!({"lease_id": "x", "lease_ms": 1000}),
         (Verb::Post, "redrive") => json!({"ids": ["m"]}),
+        (Verb::Put, "{id}") => json!({"cron": "*/5 * * * *", "tz": "Europe/Paris",
+            "start_at": 0, "end_at": 4_102_444_800_000u64, "max_fires": 3,
+            "message": {"payload": "x", "priority": 1, "headers": {"a": "b"}, "max_attempts": 3},
+            "catchup": "all", "catchup_window_ms": 60000, "overlap": "skip", "jitter_ms": 10,
+            "paused": false}),
+        (Verb::Post, "preview") => json!({"every_ms": 1000, "start_at": 0, "count": 3}),
         _ => json!({}),
     }
 }
@@ -397,15 +404,24 @@ async fn seed(app: &Router) {
         ),
     ];
     for (method, uri, body) in calls {
-        let request = Request::builder()
-            .method(method)
-            .uri(uri)
-            .header("content-type", "application/json")
-            .body(Body::from(body.to_string()))
-            .expect("a valid seed request");
-        let response = app.clone().oneshot(request).await.expect("infallible");
-        assert!(response.status().is_success(), "seed {method} {uri}");
+        let status = send(app, method, uri, &body).await;
+        assert!(status.is_success(), "seed {method} {uri}");
     }
+    // A schedule `m`, so the schedule routes meet an existing one too.
+    let schedule = json!({"every_ms": 60000, "message": {"payload": "s"}});
+    let status = send(app, "PUT", "/v1/queues/q/schedules/m", &schedule).await;
+    assert!(status.is_success(), "seed schedule: {status}");
+}
+
+async fn send(app: &Router, method: &str, uri: &str, body: &Value) -> axum::http::StatusCode {
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .expect("a valid seed request");
+    let response = app.clone().oneshot(request).await.expect("infallible");
+    response.status()
 }
 
 struct Fixture {

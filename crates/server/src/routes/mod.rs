@@ -11,6 +11,7 @@ mod dead;
 mod messages;
 mod ops;
 mod queues;
+mod schedules;
 
 #[cfg(test)]
 mod body_fuzz_tests;
@@ -112,6 +113,7 @@ pub fn api_routes() -> Vec<ApiRoute> {
     const QUEUE: &str = "/v1/queues/{queue}";
     const MESSAGES: &str = "/v1/queues/{queue}/messages";
     const MESSAGE: &str = "/v1/queues/{queue}/messages/{id}";
+    const SCHEDULE: &str = "/v1/queues/{queue}/schedules/{id}";
     vec![
         ApiRoute::new(Get, "/v1/queues", queues::list_queues),
         ApiRoute::new(Put, QUEUE, queues::put_queue),
@@ -137,6 +139,30 @@ pub fn api_routes() -> Vec<ApiRoute> {
         ApiRoute::new(Post, "/v1/queues/{queue}/dead/redrive", dead::redrive),
         ApiRoute::new(Get, MESSAGES, dashboard::list_messages),
         ApiRoute::new(Get, "/v1/queues/{queue}/histogram", dashboard::histogram),
+        ApiRoute::new(Put, SCHEDULE, schedules::put_schedule),
+        ApiRoute::new(Get, SCHEDULE, schedules::get_schedule),
+        ApiRoute::new(Delete, SCHEDULE, schedules::delete_schedule),
+        ApiRoute::new(
+            Get,
+            "/v1/queues/{queue}/schedules",
+            schedules::list_schedules,
+        ),
+        ApiRoute::new(
+            Post,
+            "/v1/queues/{queue}/schedules/{id}/pause",
+            schedules::pause_schedule,
+        ),
+        ApiRoute::new(
+            Post,
+            "/v1/queues/{queue}/schedules/{id}/resume",
+            schedules::resume_schedule,
+        ),
+        ApiRoute::new(
+            Post,
+            "/v1/queues/{queue}/schedules/{id}/trigger",
+            schedules::trigger_schedule,
+        ),
+        ApiRoute::new(Post, "/v1/schedules/preview", schedules::preview),
         ApiRoute::new(Get, "/healthz", ops::healthz),
         ApiRoute::new(Get, "/readyz", ops::readyz),
         ApiRoute::new(Get, "/metrics", ops::metrics),
@@ -165,6 +191,9 @@ pub fn router() -> Router<AppState> {
         consume::lease, consume::ack, consume::ack_many, consume::nack, consume::extend,
         dead::list_dead, dead::redrive,
         dashboard::histogram, dashboard::list_messages,
+        schedules::put_schedule, schedules::get_schedule, schedules::list_schedules,
+        schedules::delete_schedule, schedules::pause_schedule, schedules::resume_schedule,
+        schedules::trigger_schedule, schedules::preview,
         ops::healthz, ops::readyz, ops::metrics, ops::openapi,
     ),
     components(schemas(
@@ -178,6 +207,9 @@ pub fn router() -> Router<AppState> {
         wire::NackBody, wire::ExtendBody, wire::Extended, wire::RedriveBody,
         wire::Redriven, wire::Status,
         delayd_api::Histogram, dashboard::StateParam,
+        wire::SchedulePutBody, wire::ScheduleMessageBody, wire::CatchupMode, wire::OverlapMode,
+        wire::Schedule, wire::ScheduleMessage, wire::ScheduleList, wire::PreviewBody,
+        wire::Preview,
     )),
     modifiers(&BearerAuth, &ContractRules),
     security(("bearer" = [])),
@@ -206,9 +238,11 @@ impl utoipa::Modify for BearerAuth {
 /// 507 where messages are added); and the routes that need no token.
 struct ContractRules;
 
-/// beanstalkd's tube-name rule: no leading `-`.
-const QUEUE_PATTERN: &str = "^[A-Za-z0-9._+/;$()][A-Za-z0-9._+/;$()-]{0,199}$";
-const ID_PATTERN: &str = "^[A-Za-z0-9._:-]{1,256}$";
+/// The grammars are core's (`delayd_core::is_valid_queue_name`).
+const QUEUE_PATTERN: &str = delayd_core::QUEUE_NAME_PATTERN;
+const ID_PATTERN: &str = delayd_core::MESSAGE_ID_PATTERN;
+/// A schedule id has no `:` (its messages' ids are `<schedule id>:<t>`).
+const SCHEDULE_ID_PATTERN: &str = delayd_core::recurring::SCHEDULE_ID_PATTERN;
 
 impl utoipa::Modify for ContractRules {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
@@ -235,6 +269,7 @@ impl utoipa::Modify for ContractRules {
                 for parameter in operation.parameters.iter_mut().flatten() {
                     let pattern = match parameter.name.as_str() {
                         "queue" => QUEUE_PATTERN,
+                        "id" if path.contains("/schedules/") => SCHEDULE_ID_PATTERN,
                         "id" => ID_PATTERN,
                         _ => continue,
                     };
@@ -258,7 +293,10 @@ impl utoipa::Modify for ContractRules {
                 if operation.request_body.is_some() {
                     add_error(operation, "413", "The body exceeds `--max-body`");
                 }
-                if post && (path.ends_with("/messages") || path.ends_with("/batch")) {
+                let adds_messages = ["/messages", "/batch", "/trigger"]
+                    .iter()
+                    .any(|end| path.ends_with(end));
+                if post && adds_messages {
                     add_error(
                         operation,
                         "507",

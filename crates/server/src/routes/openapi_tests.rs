@@ -137,12 +137,16 @@ async fn served_document_states_the_shared_rules() {
                 if operation.get("requestBody").is_some() {
                     statuses.push("413");
                 }
-                if method == "post" && (path.ends_with("/messages") || path.ends_with("/batch")) {
+                let adds_messages = ["/messages", "/batch", "/trigger"]
+                    .iter()
+                    .any(|end| path.ends_with(end));
+                if method == "post" && adds_messages {
                     statuses.push("507");
                 }
                 for parameter in operation["parameters"].as_array().into_iter().flatten() {
                     let expected = match parameter["name"].as_str() {
                         Some("queue") => super::QUEUE_PATTERN,
+                        Some("id") if path.contains("/schedules/") => super::SCHEDULE_ID_PATTERN,
                         Some("id") => super::ID_PATTERN,
                         _ => continue,
                     };

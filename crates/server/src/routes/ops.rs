@@ -33,6 +33,7 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Status>> {
     responses((status = 200, content_type = "text/plain", body = String,
         description = "Prometheus text format")))]
 pub async fn metrics(State(state): State<AppState>) -> Response {
+    crate::metrics::set_info_gauges();
     crate::metrics::refresh_queue_gauges(&state).await;
     let body = state.metrics.render();
     (

@@ -1,0 +1,196 @@
+//! Key and value encodings of the `schedules` keyspace (docs/storage.md,
+//! "Schedules"). Apart from `codec.rs` so that schedule records can change
+//! without touching the message and queue formats.
+//!
+//! Key: `[queue len u8][queue][schedule id]`, the message key's layout, so
+//! a queue's schedules are one prefix range in id order.
+//!
+//! Value: `[0x01][StoredSchedule]` in postcard. The two fields a timer
+//! needs (`revision`, `next_fire_at`) come first, so that open decodes only
+//! that head ([`decode_head`]) and never builds the definition (payload,
+//! headers) of a schedule it only has to arm.
+
+use delayd_core::{QueueName, ScheduleDefinition, ScheduleId, ScheduleRecord};
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{self, RECORD_VERSION};
+use crate::error::StoreError;
+
+/// A schedule record without its key (queue and id are the key).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StoredSchedule {
+    pub revision: u64,
+    /// The cursor: next fire time not yet handled (`None`: paused or
+    /// finished).
+    pub next_fire_at: Option<u64>,
+    pub fires: u64,
+    pub last_fire_at: Option<u64>,
+    pub since: u64,
+    pub definition: ScheduleDefinition,
+}
+
+/// The leading fields of a [`StoredSchedule`]: what a timer needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub(crate) struct ScheduleHead {
+    pub revision: u64,
+    pub next_fire_at: Option<u64>,
+}
+
+impl StoredSchedule {
+    pub fn from_record(record: &ScheduleRecord) -> Self {
+        Self {
+            revision: record.revision,
+            next_fire_at: record.next_fire_at,
+            fires: record.fires,
+            last_fire_at: record.last_fire_at,
+            since: record.since,
+            definition: record.definition.clone(),
+        }
+    }
+
+    pub fn into_record(self, queue: QueueName, id: ScheduleId) -> ScheduleRecord {
+        ScheduleRecord {
+            queue,
+            id,
+            definition: self.definition,
+            revision: self.revision,
+            fires: self.fires,
+            last_fire_at: self.last_fire_at,
+            next_fire_at: self.next_fire_at,
+            since: self.since,
+        }
+    }
+}
+
+impl codec::Record for StoredSchedule {}
+
+/// `schedules` key of `(queue, id)`.
+pub(crate) fn schedule_key(queue: &QueueName, id: &ScheduleId) -> Vec<u8> {
+    let mut key = codec::queue_prefix(queue);
+    key.extend_from_slice(id.as_str().as_bytes());
+    key
+}
+
+pub(crate) fn decode_schedule_key(key: &[u8]) -> Result<(QueueName, ScheduleId), StoreError> {
+    let bad = || StoreError::Corrupt("malformed schedule key".into());
+    let (&len, rest) = key.split_first().ok_or_else(bad)?;
+    let len = usize::from(len);
+    if rest.len() <= len {
+        return Err(bad());
+    }
+    let queue = std::str::from_utf8(&rest[..len]).map_err(|_| bad())?;
+    let id = std::str::from_utf8(&rest[len..]).map_err(|_| bad())?;
+    Ok((
+        QueueName::new(queue).map_err(|_| bad())?,
+        ScheduleId::new(id).map_err(|_| bad())?,
+    ))
+}
+
+pub(crate) fn encode_schedule(record: &ScheduleRecord) -> Result<Vec<u8>, StoreError> {
+    codec::encode_record(&StoredSchedule::from_record(record))
+}
+
+pub(crate) fn decode_schedule(key: &[u8], value: &[u8]) -> Result<ScheduleRecord, StoreError> {
+    let (queue, id) = decode_schedule_key(key)?;
+    let stored: StoredSchedule = codec::decode_record(value)?;
+    Ok(stored.into_record(queue, id))
+}
+
+/// Only the head of a value (the rest is not decoded).
+pub(crate) fn decode_head(value: &[u8]) -> Result<ScheduleHead, StoreError> {
+    match value.split_first() {
+        Some((&RECORD_VERSION, rest)) => postcard::take_from_bytes::<ScheduleHead>(rest)
+            .map(|(head, _)| head)
+            .map_err(|e| StoreError::Corrupt(format!("decode schedule head: {e}"))),
+        Some((v, _)) => Err(StoreError::Corrupt(format!("unknown record version {v}"))),
+        None => Err(StoreError::Corrupt("empty record".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_and_group_by_queue() {
+        let queue = QueueName::new("orders").expect("queue");
+        let id = ScheduleId::new("nightly.report").expect("id");
+        let key = schedule_key(&queue, &id);
+        assert!(key.starts_with(&codec::queue_prefix(&queue)));
+        assert_eq!(decode_schedule_key(&key).expect("decode"), (queue, id));
+        assert!(decode_schedule_key(&[6, b'o']).is_err());
+        // A message id with ':' is not a schedule id.
+        assert!(decode_schedule_key(b"\x01qa:b").is_err());
+    }
+}
+
+/// The stored bytes of a schedule record, pinned like `codec::golden`: a
+/// change to `StoredSchedule` or to the core types it embeds
+/// (`ScheduleDefinition` and its parts, whose serde derives shape these
+/// bytes) fails here instead of silently changing the on-disk format.
+#[cfg(test)]
+mod golden {
+    use std::collections::BTreeMap;
+
+    use delayd_core::{Catchup, MessageTemplate, Overlap, Recurrence};
+
+    use super::*;
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn record() -> ScheduleRecord {
+        ScheduleRecord {
+            queue: QueueName::new("reports").expect("queue"),
+            id: ScheduleId::new("daily").expect("id"),
+            definition: ScheduleDefinition {
+                recurrence: Recurrence::Cron {
+                    expr: "0 6 * * *".into(),
+                    tz: "UTC".into(),
+                },
+                start_at: 1_700_000_000_000,
+                end_at: None,
+                max_fires: Some(3),
+                message: MessageTemplate {
+                    payload: b"go".to_vec(),
+                    priority: Some(7),
+                    headers: BTreeMap::from([("k".to_string(), "v".to_string())]),
+                    max_attempts: None,
+                },
+                catchup: Catchup::All,
+                catchup_window_ms: 3_600_000,
+                overlap: Overlap::Skip,
+                jitter_ms: 0,
+                paused: false,
+            },
+            revision: 2,
+            fires: 1,
+            last_fire_at: Some(1_700_028_000_000),
+            next_fire_at: Some(1_700_114_400_000),
+            since: 1_700_000_000_000,
+        }
+    }
+
+    /// version 01; revision 2, next_fire_at Some(varint), fires 1,
+    /// last_fire_at Some, since; definition: recurrence 0 (cron) "0 6 * *
+    /// *" "UTC", start_at, end_at None, max_fires Some(3), message
+    /// (payload "go", priority Some(7), headers {k: v}, max_attempts None),
+    /// catchup 1 (all), window 3600000, overlap 1 (skip), jitter 0,
+    /// paused false.
+    const SCHEDULE: &str = "0102018086dcb5bd31010180cec28cbd3180d095ffbc310009302036202a202a\
+202a0355544380d095ffbc3100010302676f010701016b0176000180dddb01010000";
+
+    #[test]
+    fn schedule_record_bytes() {
+        let bytes = encode_schedule(&record()).expect("encode");
+        assert_eq!(hex(&bytes), SCHEDULE);
+        let key = schedule_key(&record().queue, &record().id);
+        assert_eq!(decode_schedule(&key, &bytes).expect("decode"), record());
+        let head = decode_head(&bytes).expect("head");
+        assert_eq!(
+            (head.revision, head.next_fire_at),
+            (2, Some(1_700_114_400_000))
+        );
+    }
+}
