@@ -39,7 +39,7 @@ pub fn all_delivered(record: &Record) -> bool {
         .all(|id| record.deliveries.contains_key(id))
 }
 
-pub fn history(record: &Record, window: Window, start_at: Option<u64>, end: u64) -> Vec<String> {
+pub fn history(record: &Record, window: Window, first_fire: u64, end: u64) -> Vec<String> {
     let mut violations: Vec<String> = record
         .created
         .iter()
@@ -50,9 +50,7 @@ pub fn history(record: &Record, window: Window, start_at: Option<u64>, end: u64)
         violations.extend(at_least_once(id, deliveries));
     }
     violations.extend(cut_node(record, window));
-    if let Some(start_at) = start_at {
-        violations.extend(fires(record, start_at, end));
-    }
+    violations.extend(fires(record, first_fire, end));
     violations
 }
 
@@ -118,17 +116,26 @@ fn cut_node(record: &Record, window: Window) -> Vec<String> {
 
 /// Every fire time due early enough was delivered; (enqueued twice is an
 /// attempt that did not increase, above).
-fn fires(record: &Record, start_at: u64, end: u64) -> Vec<String> {
+fn fires(record: &Record, first_fire: u64, end: u64) -> Vec<String> {
     let prefix = format!("{SCHEDULE}:");
     let delivered: std::collections::BTreeSet<u64> = record
         .deliveries
         .keys()
         .filter_map(|id| id.strip_prefix(&prefix)?.parse().ok())
         .collect();
-    let mut violations: Vec<String> = (start_at..end.saturating_sub(3_000))
+    let mut violations: Vec<String> = (first_fire..end.saturating_sub(3_000))
         .step_by(1_000)
         .filter(|t| !delivered.contains(t))
-        .map(|t| format!("fire time {t} never delivered"))
+        .map(|t| {
+            format!(
+                "fire time {t} (first_fire + {} ms) never delivered; delivered: {:?}",
+                t - first_fire,
+                delivered
+                    .iter()
+                    .map(|d| d.saturating_sub(first_fire))
+                    .collect::<Vec<_>>()
+            )
+        })
         .collect();
     if delivered.is_empty() {
         violations.push("no schedule fire delivered".into());
