@@ -265,12 +265,14 @@ async fn partitions_keep_at_least_once_and_fire_each_time_once() {
     }
 
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let cut_at = now_ms();
+    // The window is the time the link is surely down: from the moment the
+    // command that takes it down returned to the one that brings it up.
     net.set_redis_link("A", false);
+    let cut_at = now_ms();
     tokio::time::sleep(Duration::from_secs(5)).await;
     let ready_while_cut = clients[0].readyz().await.is_ok();
-    net.set_redis_link("A", true);
     let healed_at = now_ms();
+    net.set_redis_link("A", true);
     tokio::time::sleep(Duration::from_secs(3)).await;
     net.slow_redis_link("B", Some("2kbit"));
     tokio::time::sleep(Duration::from_secs(4)).await;
