@@ -76,7 +76,7 @@ async fn min_replicas_to_write_bounds_the_loss_to_the_max_lag() {
 async fn wait_for_one_replica_loses_nothing_acknowledged() {
     let wait = ReplicaWait {
         replicas: 1,
-        timeout: Duration::from_millis(300),
+        timeout: Duration::from_secs(1),
     };
     let report = run_failover(Mode::Wait(wait)).await;
     println!("wait_replicas 1: {report:#?}");
