@@ -136,6 +136,7 @@ async fn run(cluster: &RedisCluster, shards: u32) -> Outcome {
             clock: Arc::new(SystemClock),
             tls_ca: None,
             virtual_time: false,
+            wait_replicas: None,
         })
         .await
         .expect("connect"),

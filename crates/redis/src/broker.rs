@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use delayd_core::{BrokerError, BrokerResult, Clock, MessageId, QueueName};
-use redis::Value;
+use redis::{Cmd, FromRedisValue, RedisResult, Value};
 use tokio::sync::{watch, Notify};
 
 use crate::batched::{AckLanes, EnqueueLanes, LeaseLanes};
-use crate::config::{RedisBrokerError, RedisConfig};
+use crate::config::{RedisBrokerError, RedisConfig, ReplicaWait};
 use crate::conn::{unavailable, Conn};
 use crate::keys::{Keys, ShardKeys};
 use crate::scripts::{self, Function};
@@ -48,6 +48,9 @@ pub(crate) struct Inner {
     pub(crate) tls_ca: Option<Vec<u8>>,
     /// `RedisConfig::virtual_time` (the pub/sub task connects on its own).
     pub(crate) virtual_time: bool,
+    /// `RedisConfig::wait_replicas`: every call that may write is followed
+    /// by a `WAIT`, and fails unless enough replicas confirmed it.
+    wait: Option<ReplicaWait>,
     pub(crate) wake: Wake,
     closed: AtomicBool,
     pub(crate) stop: watch::Sender<bool>,
@@ -81,6 +84,14 @@ impl RedisBroker {
         config.validate()?;
         let conn =
             Conn::connect(&config.urls, config.tls_ca.as_deref(), config.virtual_time).await?;
+        if config.wait_replicas.is_some() && conn.is_cluster() {
+            // A key-less WAIT would be routed to any node of a Cluster, not
+            // to the primary that took the write.
+            return Err(RedisBrokerError::InvalidConfig(
+                "wait_replicas is supported on a single Redis (with replicas), not on a Cluster"
+                    .into(),
+            ));
+        }
         let (stop, _) = watch::channel(false);
         let inner = Arc::new_cyclic(|me| Inner {
             conn,
@@ -89,6 +100,7 @@ impl RedisBroker {
             urls: config.urls,
             tls_ca: config.tls_ca,
             virtual_time: config.virtual_time,
+            wait: config.wait_replicas,
             wake: Wake::default(),
             closed: AtomicBool::new(false),
             stop,
@@ -209,17 +221,58 @@ impl Inner {
         for arg in args {
             cmd.arg(arg);
         }
-        let mut conn = self.conn.clone();
-        match cmd.query_async::<Vec<Value>>(&mut conn).await {
+        let sent = match self.send::<Vec<Value>>(&cmd).await {
             Err(err) if scripts::is_missing(&err) => {
                 self.load_library()
                     .await
                     .map_err(|e| unavailable(&e, false))?;
-                cmd.query_async(&mut conn)
-                    .await
-                    .map_err(|e| unavailable(&e, true))
+                self.send(&cmd).await
             }
-            result => result.map_err(|e| unavailable(&e, true)),
+            sent => sent,
+        };
+        self.confirmed(sent.map_err(|e| unavailable(&e, true))?)
+    }
+
+    /// Sends a call that may write. With `wait_replicas`, a `WAIT` follows
+    /// it in one pipeline, so on the same connection right after it: Redis
+    /// then waits for this call's replication offset (or a later one, as
+    /// the connection is shared), and answers how many replicas have it.
+    async fn send<T: FromRedisValue>(&self, cmd: &Cmd) -> RedisResult<(T, Option<u32>)> {
+        let mut conn = self.conn.clone();
+        let Some(wait) = self.wait else {
+            return Ok((cmd.query_async(&mut conn).await?, None));
+        };
+        let timeout_ms = u64::try_from(wait.timeout.as_millis()).unwrap_or(u64::MAX);
+        let (answer, replicas): (T, u32) = redis::pipe()
+            .add_command(cmd.clone())
+            .cmd("WAIT")
+            .arg(wait.replicas)
+            .arg(timeout_ms)
+            .query_async(&mut conn)
+            .await?;
+        Ok((answer, Some(replicas)))
+    }
+
+    /// The answer of [`Self::send`], unless fewer replicas than configured
+    /// confirmed the write: then the call is not acknowledged (the primary
+    /// applied it, so a failover now could still lose it).
+    fn confirmed<T>(&self, (answer, replicas): (T, Option<u32>)) -> BrokerResult<T> {
+        match (self.wait, replicas) {
+            (Some(wait), Some(replicas)) if replicas < wait.replicas => {
+                tracing::warn!(
+                    replicas,
+                    wanted = wait.replicas,
+                    "write not confirmed by replicas"
+                );
+                Err(BrokerError::Unavailable {
+                    reason: format!(
+                        "redis: the write reached {replicas} of {} replicas within {:?}",
+                        wait.replicas, wait.timeout
+                    ),
+                    maybe_applied: true,
+                })
+            }
+            _ => Ok(answer),
         }
     }
 
@@ -237,16 +290,21 @@ impl Inner {
         Ok(())
     }
 
-    /// Runs a plain command.
+    /// Runs a plain command (`write`: one that may change state, which
+    /// `wait_replicas` applies to).
     pub(crate) async fn query<T: redis::FromRedisValue>(
         &self,
         cmd: &redis::Cmd,
         write: bool,
     ) -> BrokerResult<T> {
-        let mut conn = self.conn.clone();
-        cmd.query_async(&mut conn)
-            .await
-            .map_err(|e| unavailable(&e, write))
+        if !write {
+            let mut conn = self.conn.clone();
+            return cmd
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| unavailable(&e, false));
+        }
+        self.confirmed(self.send(cmd).await.map_err(|e| unavailable(&e, true))?)
     }
 
     /// The first of `n` fresh seqs from the deployment's counter. One

@@ -1,6 +1,7 @@
 //! Configuration of a [`crate::RedisBroker`] and the errors of connecting.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use delayd_core::{Clock, SystemClock};
 
@@ -28,6 +29,24 @@ pub struct RedisConfig {
     /// is in flight (one blocking task per request), so a round trip is
     /// not taken for idleness. Leave it `false` in production.
     pub virtual_time: bool,
+    /// Acknowledge a write only once this many replicas have it (Redis
+    /// `WAIT` after each call that may write). `None`: acknowledged when
+    /// the primary has applied it, so a failover to a replica that had not
+    /// received it yet loses it (docs/redis.md, "Replication and
+    /// failover"). Single Redis only: refused for a Cluster.
+    pub wait_replicas: Option<ReplicaWait>,
+}
+
+/// How [`RedisConfig::wait_replicas`] waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicaWait {
+    /// Replicas that must have a write before it is acknowledged (>= 1).
+    pub replicas: u32,
+    /// How long one call waits for them. When they do not all confirm in
+    /// time the call fails `Unavailable` with `maybe_applied` (the primary
+    /// applied it; a retry of an enqueue with an id is idempotent). Keep it
+    /// below the response timeout of 2 s.
+    pub timeout: Duration,
 }
 
 impl RedisConfig {
@@ -40,6 +59,7 @@ impl RedisConfig {
             clock: Arc::new(SystemClock),
             tls_ca: None,
             virtual_time: false,
+            wait_replicas: None,
         }
     }
 
@@ -72,6 +92,18 @@ impl RedisConfig {
                 "key_prefix must be non-empty and contain no '{' or '}'".into(),
             ));
         }
+        if let Some(wait) = self.wait_replicas {
+            if wait.replicas == 0
+                || wait.timeout.is_zero()
+                || wait.timeout >= crate::conn::RESPONSE_TIMEOUT
+            {
+                return Err(RedisBrokerError::InvalidConfig(format!(
+                    "wait_replicas needs at least 1 replica and a timeout above 0 and below \
+                     the response timeout of {:?}",
+                    crate::conn::RESPONSE_TIMEOUT
+                )));
+            }
+        }
         Ok(())
     }
 }
@@ -83,6 +115,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("shards", &self.shards)
             .field("key_prefix", &self.key_prefix)
             .field("tls_ca", &self.tls_ca.as_ref().map(|_| "<pem>"))
+            .field("wait_replicas", &self.wait_replicas)
             .finish_non_exhaustive()
     }
 }

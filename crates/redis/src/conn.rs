@@ -14,7 +14,7 @@ use crate::config::RedisBrokerError;
 
 /// How long one command may take before the call fails `Unavailable`.
 /// Short, so a dead Redis is reported quickly instead of hanging requests.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Cheap to clone: both kinds multiplex one connection (per node).
@@ -152,6 +152,12 @@ async fn is_cluster_node(client: &redis::Client) -> Result<bool, RedisBrokerErro
         .query_async(&mut conn)
         .await?;
     Ok(info.contains("cluster_enabled:1"))
+}
+
+impl Conn {
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.kind, Kind::Cluster(_))
+    }
 }
 
 impl ConnectionLike for Conn {

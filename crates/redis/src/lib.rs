@@ -76,7 +76,7 @@ use delayd_core::{
 use std::collections::VecDeque;
 
 pub use broker::RedisBroker;
-pub use config::{RedisBrokerError, RedisConfig};
+pub use config::{RedisBrokerError, RedisConfig, ReplicaWait};
 
 #[async_trait]
 impl Broker for RedisBroker {

@@ -21,6 +21,7 @@ delayd_core::conformance_tests_schedules!(
                 clock,
                 tls_ca: None,
                 virtual_time: true,
+                wait_replicas: None,
             };
             Arc::new(RedisBroker::connect(config).await.expect("connect"))
         }

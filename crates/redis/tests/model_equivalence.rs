@@ -332,6 +332,7 @@ async fn run_steps(seed: u64, shards: u32, steps: usize, schedules: bool) {
         clock: shared,
         tls_ca: None,
         virtual_time: false,
+        wait_replicas: None,
     };
     let redis: Arc<dyn Broker> = Arc::new(RedisBroker::connect(config).await.unwrap());
     let q = QueueName::new("eq").unwrap();

@@ -363,6 +363,7 @@ pub async fn delayd(url: &str, prefix: &str, label: &str, settings: &Settings) -
         clock: Arc::new(SystemClock),
         tls_ca: None,
         virtual_time: false,
+        wait_replicas: None,
     };
     let node = Arc::new(RedisBroker::connect(config).await.unwrap());
     let q = QueueName::new("work").unwrap();

@@ -265,6 +265,7 @@ pub fn config(urls: Vec<String>, shards: u32, prefix: &str) -> RedisConfig {
         clock: Arc::new(SystemClock),
         tls_ca: None,
         virtual_time: false,
+        wait_replicas: None,
     }
 }
 
