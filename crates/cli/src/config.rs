@@ -54,6 +54,15 @@ pub struct ServeArgs {
     /// instead of the system's trust store.
     #[arg(long, value_name = "FILE")]
     pub redis_tls_ca: Option<PathBuf>,
+    /// Redis replicas that must have each write before delayd answers
+    /// (`WAIT`; nothing acknowledged is lost when the primary fails over);
+    /// not with Redis Cluster [default: none].
+    #[arg(long, value_name = "N")]
+    pub redis_wait_replicas: Option<String>,
+    /// How long a call waits for `--redis-wait-replicas` before it fails
+    /// 503 (below 2s) [default: 500ms].
+    #[arg(long, value_name = "DURATION")]
+    pub redis_wait_timeout: Option<String>,
     /// `always` (fsync every group commit), `interval` or `never`
     /// [default: always].
     #[arg(long, value_name = "MODE")]
@@ -172,6 +181,8 @@ pub enum StoreConfig {
         urls: Vec<String>,
         /// `--redis-tls-ca`: trusted CAs for `rediss://` (PEM file).
         tls_ca: Option<PathBuf>,
+        /// `--redis-wait-replicas` and `--redis-wait-timeout`.
+        wait: Option<delayd_redis::ReplicaWait>,
     },
 }
 

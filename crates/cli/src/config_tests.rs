@@ -154,6 +154,7 @@ fn stores_and_durability() {
         StoreConfig::Redis {
             urls: vec!["redis://a:6379".into(), "redis://b:6379/2".into()],
             tls_ca: None,
+            wait: None,
         }
     );
     let c = ServeConfig::resolve(
@@ -171,6 +172,7 @@ fn stores_and_durability() {
         StoreConfig::Redis {
             urls: vec!["rediss://a:6380".into()],
             tls_ca: Some("/etc/ca.pem".into()),
+            wait: None,
         }
     );
     assert!(ServeConfig::resolve(&args(&["--redis-tls-ca", "/etc/ca.pem"]), env(&[])).is_err());
@@ -429,4 +431,33 @@ fn the_connection_budget_is_kept_whole() {
     );
     let c = ServeConfig::resolve(&args(&["--max-connections", "301"]), env(&[])).unwrap();
     assert_eq!(c.max_connections, 301);
+}
+
+#[test]
+fn redis_replica_wait() {
+    let c = ServeConfig::resolve(
+        &args(&["--store", "redis://a:6379", "--redis-wait-replicas", "1"]),
+        env(&[("DELAYD_REDIS_WAIT_TIMEOUT", "250ms")]),
+    )
+    .unwrap();
+    let StoreConfig::Redis { wait, .. } = c.store else {
+        panic!("a Redis store")
+    };
+    assert_eq!(
+        wait,
+        Some(delayd_redis::ReplicaWait {
+            replicas: 1,
+            timeout: Duration::from_millis(250)
+        })
+    );
+    let msg = error(&["--store", "redis://a:6379", "--redis-wait-replicas", "0"], &[]);
+    assert!(msg.contains("redis_wait_replicas"), "{msg}");
+    let msg = error(
+        &["--store", "redis://a:6379", "--redis-wait-replicas", "1", "--redis-wait-timeout", "5s"],
+        &[],
+    );
+    assert!(msg.contains("redis_wait_timeout"), "{msg}");
+    // A Redis setting with the embedded store is an error naming it.
+    let msg = error(&["--redis-wait-replicas", "1"], &[]);
+    assert!(msg.contains("redis_wait_replicas") || msg.contains("redis-wait-replicas"), "{msg}");
 }

@@ -183,9 +183,10 @@ async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn Broker>> {
             tracing::info!(data = %data_dir.display(), report = ?broker.recovery_report(), "store open");
             Arc::new(broker)
         }
-        StoreConfig::Redis { urls, tls_ca } => {
+        StoreConfig::Redis { urls, tls_ca, wait } => {
             let mut redis = delayd_redis::RedisConfig::new("");
             redis.urls = urls.clone();
+            redis.wait_replicas = *wait;
             if let Some(path) = tls_ca {
                 let pem = std::fs::read(path)
                     .with_context(|| format!("cannot read --redis-tls-ca {}", path.display()))?;

@@ -31,7 +31,7 @@ const LOCAL_ONLY: &[&str] = &[
 ];
 
 /// Settings of a Redis store, refused with the embedded one.
-const REDIS_ONLY: &[&str] = &["redis_tls_ca"];
+const REDIS_ONLY: &[&str] = &["redis_tls_ca", "redis_wait_replicas", "redis_wait_timeout"];
 
 pub(super) fn build(layers: &Layers) -> Result<ServeConfig, ConfigError> {
     let http = layers.parse("http", DEFAULT_HTTP, parse_addr)?;
@@ -124,7 +124,32 @@ fn redis_store(
         "the embedded store (--data), not to a Redis --store",
     )?;
     let tls_ca = layers.one("redis_tls_ca").map(|(_, v)| PathBuf::from(v));
-    Ok(StoreConfig::Redis { urls, tls_ca })
+    Ok(StoreConfig::Redis {
+        urls,
+        tls_ca,
+        wait: replica_wait(layers)?,
+    })
+}
+
+/// `--redis-wait-replicas` (none by default) and its timeout.
+fn replica_wait(layers: &Layers) -> Result<Option<delayd_redis::ReplicaWait>, ConfigError> {
+    if layers.one("redis_wait_replicas").is_none() {
+        return Ok(None);
+    }
+    let replicas = layers.parse("redis_wait_replicas", "0", |v| match v.trim().parse::<u32>() {
+        Ok(0) | Err(_) => Err("expected a positive whole number of replicas".to_owned()),
+        Ok(n) => Ok(n),
+    })?;
+    let timeout = layers.parse("redis_wait_timeout", "500ms", |v| {
+        parse_duration(v).and_then(|d| {
+            if d.is_zero() || d >= Duration::from_secs(2) {
+                Err("must be above zero and below 2s (the Redis response timeout)".to_owned())
+            } else {
+                Ok(d)
+            }
+        })
+    })?;
+    Ok(Some(delayd_redis::ReplicaWait { replicas, timeout }))
 }
 
 /// The embedded store (`--data`) and its settings.
