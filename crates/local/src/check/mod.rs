@@ -219,7 +219,7 @@ fn check_journals(dir: &Path, tally: &mut JournalTally) -> Result<Vec<Finding>, 
 fn journal_finding(dir: &Path, path: &Path, newest: bool, bad: journal::BadBatch) -> Finding {
     // Only the newest journal is being written; a sealed one was fsynced
     // whole before the next was started, so any damage in it is rot.
-    // In the newest one, a bad batch with no whole batch after it is the
+    // In the newest one, a bad batch with nothing written after it is the
     // last write, which a crash may have left torn in any of its pages
     // (docs/storage.md, "Torn tails"): checksum mismatches included.
     let tail = newest && !bad.not_last;
