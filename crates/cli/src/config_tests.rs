@@ -450,14 +450,27 @@ fn redis_replica_wait() {
             timeout: Duration::from_millis(250)
         })
     );
-    let msg = error(&["--store", "redis://a:6379", "--redis-wait-replicas", "0"], &[]);
+    let msg = error(
+        &["--store", "redis://a:6379", "--redis-wait-replicas", "0"],
+        &[],
+    );
     assert!(msg.contains("redis_wait_replicas"), "{msg}");
     let msg = error(
-        &["--store", "redis://a:6379", "--redis-wait-replicas", "1", "--redis-wait-timeout", "5s"],
+        &[
+            "--store",
+            "redis://a:6379",
+            "--redis-wait-replicas",
+            "1",
+            "--redis-wait-timeout",
+            "5s",
+        ],
         &[],
     );
     assert!(msg.contains("redis_wait_timeout"), "{msg}");
     // A Redis setting with the embedded store is an error naming it.
     let msg = error(&["--redis-wait-replicas", "1"], &[]);
-    assert!(msg.contains("redis_wait_replicas") || msg.contains("redis-wait-replicas"), "{msg}");
+    assert!(
+        msg.contains("redis_wait_replicas") || msg.contains("redis-wait-replicas"),
+        "{msg}"
+    );
 }

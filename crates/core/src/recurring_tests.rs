@@ -399,9 +399,19 @@ fn schedule_ids() {
 #[test]
 fn a_start_at_of_the_creating_request_fires_at_once() {
     // The frontend stamped start_at a few ms before the broker's now.
-    let r = record(definition(Recurrence::Every { every_ms: 60_000 }, 10_000), 10_004);
-    assert_eq!(r.next_fire_at, Some(10_000), "k = 0 is the creation's own fire time");
+    let r = record(
+        definition(Recurrence::Every { every_ms: 60_000 }, 10_000),
+        10_004,
+    );
+    assert_eq!(
+        r.next_fire_at,
+        Some(10_000),
+        "k = 0 is the creation's own fire time"
+    );
     // An explicit start_at well in the past: fire times before creation never fire.
-    let r = record(definition(Recurrence::Every { every_ms: 60_000 }, 10_000), 200_000);
+    let r = record(
+        definition(Recurrence::Every { every_ms: 60_000 }, 10_000),
+        200_000,
+    );
     assert_eq!(r.next_fire_at, Some(250_000));
 }

@@ -117,6 +117,8 @@ impl LocalBroker {
                 "journal tail was damaged; cut off"
             );
         }
+        let mut store = store;
+        store.arm_faults(Arc::new(crate::fault::from_config(&config)));
         let store = Arc::new(store);
         let cell = Arc::new(StateCell::new(state));
         let setup = SyncSetup {
@@ -127,7 +129,6 @@ impl LocalBroker {
                 Arc::clone(&config.clock),
                 config.horizon_ms,
             ),
-            faults: crate::fault::from_config(&config),
         };
         let syncer = Syncer::start(Arc::clone(&cell), Arc::clone(&store), setup);
         let inner = Arc::new(Inner {

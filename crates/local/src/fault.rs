@@ -1,10 +1,11 @@
 //! Fault injection, the storage seam of the tests (compiled with the
 //! `fault-injection` feature and in the crate's own tests): makes the n-th
-//! group write to the engine or the n-th journal fsync fail as an I/O
-//! error, at the points where a full or failing disk makes them fail. The
-//! engine itself cannot be wrapped (fjall opens its own files), so the
-//! seam sits at the sync thread's two calls into it; what follows a
-//! failure (refusal, the callers' answers, the reopen) is the real path.
+//! group write to the engine, the n-th journal fsync or the n-th read of
+//! the engine fail as an I/O error, at the points where a full or failing
+//! disk makes them fail. The engine itself cannot be wrapped (fjall opens
+//! its own files), so the seam sits at the sync thread's two calls into it
+//! and at the store's read functions; what follows a failure (refusal, the
+//! callers' answers, the reopen) is the real path.
 
 #[cfg(any(test, feature = "fault-injection"))]
 mod plan {
@@ -20,6 +21,9 @@ mod plan {
         /// The n-th journal fsync fails after the group was handed to the
         /// OS (it may or may not be on disk, as after a real failed fsync).
         pub fail_fsync: Option<u64>,
+        /// The n-th read of the engine after open (a get, or a scan as a
+        /// whole) fails before it reads, as a read of a failing disk does.
+        pub fail_read: Option<u64>,
     }
 
     #[derive(Default)]
@@ -27,6 +31,7 @@ mod plan {
         plan: FaultPlan,
         commits: AtomicU64,
         fsyncs: AtomicU64,
+        reads: AtomicU64,
     }
 
     impl Faults {
@@ -43,6 +48,10 @@ mod plan {
 
         pub fn fsync(&self) -> std::io::Result<()> {
             Self::tick(&self.fsyncs, self.plan.fail_fsync, "fsync")
+        }
+
+        pub fn read(&self) -> std::io::Result<()> {
+            Self::tick(&self.reads, self.plan.fail_read, "read")
         }
 
         fn tick(count: &AtomicU64, fail_at: Option<u64>, what: &str) -> std::io::Result<()> {
@@ -69,6 +78,10 @@ mod plan {
         }
 
         pub fn fsync(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+
+        pub fn read(&self) -> std::io::Result<()> {
             Ok(())
         }
     }

@@ -8,12 +8,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 
 use crate::codec::{self, MessageRecord, QueueRecord};
 use crate::error::StoreError;
+use crate::fault::Faults;
 use crate::schedule_codec::{self, ScheduleHead};
 use delayd_core::{MessageState, QueueName};
 
@@ -145,6 +146,9 @@ pub(crate) struct Store {
     /// lock and the write lock held); `None` while a reopen failed, when
     /// every access answers [`StoreError::Closed`].
     engine: RwLock<Option<Engine>>,
+    /// The test seam (no faults unless armed; nothing without the
+    /// `fault-injection` feature).
+    faults: Arc<Faults>,
 }
 
 /// One open fjall database and its keyspaces.
@@ -182,6 +186,9 @@ impl Engine {
         // we can report it.
         let (found, journals) = crate::check::before_open(dir)?;
         refuse_damage(found)?;
+        if let Some((path, offset)) = &journals.torn_at {
+            cut_torn_tail(path, *offset)?;
+        }
         let db = Database::builder(dir)
             .cache_size(cache_bytes as u64)
             // Bounds journal replay at start-up (restart-to-first-delivery).
@@ -234,6 +241,7 @@ impl Store {
             cache_bytes,
             writer: Mutex::new(()),
             engine: RwLock::new(Some(engine)),
+            faults: Arc::default(),
         };
         Ok(OpenedStore {
             store,
@@ -255,6 +263,26 @@ impl Store {
         let (fresh, torn_tail_bytes) = Engine::open(&self.dir, self.cache_bytes)?;
         *engine = Some(fresh);
         Ok(torn_tail_bytes)
+    }
+
+    /// Faults reads from now on as `faults` plans (after recovery, so
+    /// that tests fault the calls, not the open).
+    pub fn arm_faults(&mut self, faults: Arc<Faults>) {
+        self.faults = faults;
+    }
+
+    /// The faults this store's engine calls go through.
+    pub fn faults(&self) -> &Arc<Faults> {
+        &self.faults
+    }
+
+    /// Runs the read `f` on the open engine, unless a read fault is due.
+    fn read<T>(&self, f: impl FnOnce(&Engine) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        self.faults.read().map_err(|source| StoreError::Io {
+            path: self.dir.clone(),
+            source,
+        })?;
+        self.with(f)
     }
 
     /// Runs `f` on the open engine.
@@ -334,7 +362,7 @@ impl Store {
     }
 
     pub fn format_version(&self) -> Result<Option<u8>, StoreError> {
-        self.with(|e| {
+        self.read(|e| {
             Ok(e.meta
                 .get(codec::META_FORMAT)?
                 .and_then(|v| v.first().copied()))
@@ -349,14 +377,14 @@ impl Store {
     }
 
     pub fn seq_high_water(&self) -> Result<u64, StoreError> {
-        self.with(|e| match e.meta.get(codec::META_SEQ)? {
+        self.read(|e| match e.meta.get(codec::META_SEQ)? {
             Some(v) => codec::decode_u64(&v),
             None => Ok(0),
         })
     }
 
     pub fn message(&self, key: &[u8]) -> Result<Option<MessageRecord>, StoreError> {
-        self.with(|e| {
+        self.read(|e| {
             e.messages
                 .get(key)?
                 .map(|v| codec::decode_record(&v))
@@ -366,7 +394,7 @@ impl Store {
 
     /// The payload of the message with `seq`, with that message's key.
     pub fn payload(&self, seq: u64) -> Result<Option<KeyAndPayload>, StoreError> {
-        let Some(value) = self.with(|e| Ok(e.payloads.get(codec::seq_key(seq))?))? else {
+        let Some(value) = self.read(|e| Ok(e.payloads.get(codec::seq_key(seq))?))? else {
             return Ok(None);
         };
         let (key, payload) = codec::decode_payload(&value)?;
@@ -374,7 +402,7 @@ impl Store {
     }
 
     pub fn all_queues(&self) -> Result<Vec<(QueueName, QueueRecord)>, StoreError> {
-        self.with(|e| {
+        self.read(|e| {
             let mut out = Vec::new();
             for guard in e.queues.iter() {
                 let (k, v) = guard.into_inner()?;
@@ -386,7 +414,7 @@ impl Store {
 
     /// Keys of `pinned` (leased and dead messages), in seq order.
     pub fn pinned_keys(&self) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.with(|e| {
+        self.read(|e| {
             let mut out = Vec::new();
             for guard in e.pinned.iter() {
                 out.push(guard.value()?.to_vec());
@@ -409,7 +437,7 @@ impl Store {
             return Ok(out);
         }
         let range = codec::due_key(from.0, from.1).to_vec()..codec::due_key(until, 0).to_vec();
-        self.with(|e| {
+        self.read(|e| {
             for guard in e.due.range(range).take(limit) {
                 let (k, v) = guard.into_inner()?;
                 let (at, seq) = codec::decode_due_key(&k)?;
@@ -421,12 +449,12 @@ impl Store {
 
     /// A stored schedule value by its key.
     pub fn schedule(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.with(|e| Ok(e.schedules.get(key)?.map(|v| v.to_vec())))
+        self.read(|e| Ok(e.schedules.get(key)?.map(|v| v.to_vec())))
     }
 
     /// Every schedule of `queue` as (key, value), in id order.
     pub fn queue_schedules(&self, queue: &QueueName) -> Result<Vec<KeyAndValue>, StoreError> {
-        self.with(|e| {
+        self.read(|e| {
             let mut out = Vec::new();
             for guard in e.schedules.prefix(codec::queue_prefix(queue)) {
                 let (k, v) = guard.into_inner()?;
@@ -438,7 +466,7 @@ impl Store {
 
     /// Every schedule's key and head (what its timer needs), for open.
     pub fn schedule_heads(&self) -> Result<Vec<(Vec<u8>, ScheduleHead)>, StoreError> {
-        self.with(|e| {
+        self.read(|e| {
             let mut out = Vec::new();
             for guard in e.schedules.iter() {
                 let (k, v) = guard.into_inner()?;
@@ -450,7 +478,7 @@ impl Store {
 
     /// Every message key of `queue`.
     pub fn queue_message_keys(&self, queue: &QueueName) -> Result<Vec<Vec<u8>>, StoreError> {
-        self.with(|e| {
+        self.read(|e| {
             let mut out = Vec::new();
             for guard in e.messages.prefix(codec::queue_prefix(queue)) {
                 out.push(guard.key()?.to_vec());
@@ -485,6 +513,24 @@ fn name_damage(dir: &Path, error: fjall::Error) -> StoreError {
         Ok(Err(damaged)) => damaged,
         _ => error.into(),
     }
+}
+
+/// Cuts the newest journal at its torn last batch, as fjall cuts a batch
+/// it cannot decode: fjall *refuses* a last batch whose end marker is
+/// whole but whose checksum does not match (a crash that wrote the end
+/// page but not a middle one), which would keep the store closed over a
+/// batch that was never acknowledged.
+fn cut_torn_tail(path: &Path, offset: u64) -> Result<(), StoreError> {
+    let io = |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(io)?;
+    file.set_len(offset).map_err(io)?;
+    file.sync_all().map_err(io)
 }
 
 fn journal_sizes(dir: &Path) -> Result<BTreeMap<PathBuf, u64>, StoreError> {

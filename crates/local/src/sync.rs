@@ -127,7 +127,7 @@ struct Shared {
     groups: AtomicU64,
     fsyncs: AtomicU64,
     reopen: Reopen,
-    faults: Faults,
+    faults: Arc<Faults>,
 }
 
 pub(crate) struct Syncer {
@@ -141,13 +141,13 @@ pub(crate) struct SyncSetup {
     pub dir: PathBuf,
     pub durability: Durability,
     pub reopen: Reopen,
-    pub faults: Faults,
 }
 
 impl Syncer {
     pub fn start(cell: Arc<StateCell>, store: Arc<Store>, setup: SyncSetup) -> Self {
         let shared = Arc::new(Shared {
             cell,
+            faults: Arc::clone(store.faults()),
             store,
             stop: AtomicBool::new(false),
             heal_requested: AtomicBool::new(false),
@@ -155,7 +155,6 @@ impl Syncer {
             groups: AtomicU64::new(0),
             fsyncs: AtomicU64::new(0),
             reopen: setup.reopen,
-            faults: setup.faults,
         });
         let thread_shared = Arc::clone(&shared);
         let (dir, durability) = (setup.dir, setup.durability);

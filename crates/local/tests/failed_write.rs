@@ -4,7 +4,8 @@
 //! then writes resume in the same process; a restart finds every
 //! acknowledged message and nothing that was reported as failed before
 //! the write reached the engine; a schedule's fire in a failed group is
-//! lost whole (message and cursor) and fired again after the reopen. Run
+//! lost whole (message and cursor) and fired again after the reopen; a
+//! failed read is an error, never wrong data. Run
 //! with `--features fault-injection` (CI's `--all-features` does).
 
 use std::time::{Duration, Instant};
@@ -260,4 +261,59 @@ async fn a_fire_whose_commit_fails_fires_again_after_the_reopen() {
     let stats = reopened.get_queue(&queue()).await.expect("queue").stats;
     assert_eq!(stats.ready + stats.scheduled, 1, "{stats:?}");
     reopened.shutdown().await.expect("shutdown");
+}
+
+/// A failed read (the seam's read fault) is an error or a retry, never
+/// wrong data: a message beyond the horizon lives only on disk, so reading
+/// it reads the engine; with every read from the first to the third
+/// failing in turn, each answer is `Unavailable` or the right message, at
+/// least one is `Unavailable`, and the store reads correctly afterwards.
+#[tokio::test]
+async fn a_failed_read_is_an_error_never_wrong_data() {
+    for nth in 1..=3 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let broker = open(
+            dir.path(),
+            FaultPlan {
+                fail_read: Some(nth),
+                ..FaultPlan::default()
+            },
+        )
+        .await;
+        let mut far = request("far");
+        far.schedule = delayd_core::Schedule::Delay(7 * 86_400_000);
+        let mut failures = 0;
+        let outcome = broker
+            .enqueue(&queue(), vec![far.clone()], EnqueueOptions::default())
+            .await
+            .and_then(|mut each| each.remove(0));
+        match outcome {
+            Ok(_) => {}
+            Err(BrokerError::Unavailable { .. }) => failures += 1,
+            Err(e) => panic!("read fault #{nth}: enqueue answered {e}"),
+        }
+        let id = MessageId::new("far").expect("id");
+        for _ in 0..4 {
+            match broker.get(&queue(), &id).await {
+                Ok(m) => assert_eq!(m.payload, b"far", "read fault #{nth}"),
+                Err(BrokerError::Unavailable { .. }) => failures += 1,
+                Err(BrokerError::MessageNotFound { .. }) if failures > 0 => {
+                    // The enqueue failed (said so): not there is right.
+                    let again = broker
+                        .enqueue(&queue(), vec![far.clone()], EnqueueOptions::default())
+                        .await
+                        .and_then(|mut each| each.remove(0));
+                    assert!(again.is_ok(), "read fault #{nth}: {again:?}");
+                }
+                Err(e) => panic!("read fault #{nth}: get answered {e}"),
+            }
+        }
+        assert!(failures > 0, "read fault #{nth} never surfaced");
+        let m = broker
+            .get(&queue(), &id)
+            .await
+            .expect("get after the fault");
+        assert_eq!(m.payload, b"far");
+        broker.shutdown().await.expect("shutdown");
+    }
 }

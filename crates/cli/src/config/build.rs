@@ -136,9 +136,11 @@ fn replica_wait(layers: &Layers) -> Result<Option<delayd_redis::ReplicaWait>, Co
     if layers.one("redis_wait_replicas").is_none() {
         return Ok(None);
     }
-    let replicas = layers.parse("redis_wait_replicas", "0", |v| match v.trim().parse::<u32>() {
-        Ok(0) | Err(_) => Err("expected a positive whole number of replicas".to_owned()),
-        Ok(n) => Ok(n),
+    let replicas = layers.parse("redis_wait_replicas", "0", |v| {
+        match v.trim().parse::<u32>() {
+            Ok(0) | Err(_) => Err("expected a positive whole number of replicas".to_owned()),
+            Ok(n) => Ok(n),
+        }
     })?;
     let timeout = layers.parse("redis_wait_timeout", "500ms", |v| {
         parse_duration(v).and_then(|d| {

@@ -42,9 +42,11 @@ pub(crate) struct BadBatch {
     pub problem: String,
     /// What could be read of the batch before the problem.
     pub items: Vec<Item>,
-    /// Whole, valid batches follow the damage in this file: it is not a
-    /// torn tail but damage inside committed data.
-    pub valid_after: bool,
+    /// Written bytes follow the damage in this file (whole, valid batches,
+    /// or the damaged batch's frame is whole and more follows it): it is
+    /// not the file's last write, so not a torn tail but damage inside
+    /// committed data.
+    pub not_last: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -56,6 +58,9 @@ pub(crate) struct JournalScan {
 
 struct Batch {
     end: usize,
+    /// The frame (tags, lengths, end marker) is whole; whether the items
+    /// match the checksum.
+    checksum_ok: bool,
 }
 
 struct Cursor<'a> {
@@ -135,15 +140,17 @@ fn parse_batch(
     if c.take(MAGIC.len())? != MAGIC {
         return Err("batch end marker is damaged".into());
     }
-    if hasher.digest() != expected {
-        return Err("checksum mismatch".into());
-    }
-    Ok(Batch { end: c.pos })
+    Ok(Batch {
+        end: c.pos,
+        checksum_ok: hasher.digest() == expected,
+    })
 }
 
 /// Where the next whole, valid batch after `from` starts, if any.
 fn next_valid(bytes: &[u8], from: usize, end: usize) -> Option<usize> {
-    (from..end).find(|&q| bytes[q] == START && parse_batch(bytes, q, None, &mut None).is_ok())
+    (from..end).find(|&q| {
+        bytes[q] == START && parse_batch(bytes, q, None, &mut None).is_ok_and(|b| b.checksum_ok)
+    })
 }
 
 /// Just past the last non-zero byte. Journals are 64 MiB of preallocated
@@ -175,8 +182,23 @@ pub(crate) fn scan(bytes: &[u8]) -> JournalScan {
     let mut pos = 0;
     while pos < end {
         match parse_batch(bytes, pos, None, &mut None) {
-            Ok(batch) => {
+            Ok(batch) if batch.checksum_ok => {
                 out.batches += 1;
+                pos = batch.end;
+            }
+            Ok(batch) => {
+                // The frame is whole: the damage ends with it, and bytes
+                // written after it mean it was not the last write.
+                let (mut items, mut seqno) = (Vec::new(), None);
+                let _ = parse_batch(bytes, pos, Some(&mut items), &mut seqno);
+                out.bad.push(BadBatch {
+                    offset: pos as u64,
+                    until: batch.end as u64,
+                    seqno,
+                    problem: "checksum mismatch".into(),
+                    items,
+                    not_last: batch.end < end,
+                });
                 pos = batch.end;
             }
             Err(problem) => {
@@ -190,7 +212,7 @@ pub(crate) fn scan(bytes: &[u8]) -> JournalScan {
                     seqno,
                     problem,
                     items,
-                    valid_after: next.is_some(),
+                    not_last: next.is_some(),
                 });
                 match next {
                     Some(next) => pos = next,
@@ -252,7 +274,7 @@ mod tests {
         let bad = &scan.bad[0];
         assert_eq!((bad.offset, bad.seqno), (second as u64, Some(2)));
         assert_eq!(bad.problem, "checksum mismatch");
-        assert!(bad.valid_after, "{bad:?}");
+        assert!(bad.not_last, "{bad:?}");
     }
 
     #[test]
@@ -261,8 +283,33 @@ mod tests {
         bytes[second + 13] = 0x7f;
         let scan = scan(&bytes);
         assert_eq!(scan.batches, 2, "{scan:?}");
-        assert!(scan.bad[0].valid_after);
+        assert!(scan.bad[0].not_last);
         assert!(scan.bad[0].problem.contains("0x7f"), "{:?}", scan.bad[0]);
+    }
+
+    /// A checksum mismatch in a whole frame followed by a torn batch is
+    /// still damage: the torn one was the last write, not the damaged one.
+    #[test]
+    fn a_mismatch_before_a_torn_last_batch_is_not_last() {
+        let (mut bytes, second) = journal();
+        bytes[second + 13 + 21] ^= 0x40; // the key "c" of batch 2
+        let third = second + batch(2, &[b"c"]).len();
+        bytes[third] = 0x7f; // batch 3 torn
+        let scan = scan(&bytes);
+        assert_eq!(scan.bad.len(), 2, "{scan:?}");
+        assert!(scan.bad[0].not_last, "{:?}", scan.bad[0]);
+        assert!(!scan.bad[1].not_last, "{:?}", scan.bad[1]);
+    }
+
+    /// A checksum mismatch in the last batch is its torn write.
+    #[test]
+    fn a_mismatch_in_the_last_batch_is_last() {
+        let (mut bytes, second) = journal();
+        let third = second + batch(2, &[b"c"]).len();
+        bytes[third + 13 + 21] ^= 0x40; // the key "d" of batch 3
+        let scan = scan(&bytes);
+        assert_eq!((scan.batches, scan.bad.len()), (2, 1), "{scan:?}");
+        assert!(!scan.bad[0].not_last, "{:?}", scan.bad[0]);
     }
 
     #[test]
@@ -272,6 +319,6 @@ mod tests {
         bytes[end..end + 5].fill(0xa5);
         let scan = scan(&bytes);
         assert_eq!(scan.batches, 3);
-        assert!(!scan.bad[0].valid_after);
+        assert!(!scan.bad[0].not_last);
     }
 }

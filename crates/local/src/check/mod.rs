@@ -180,6 +180,10 @@ pub(crate) struct JournalTally {
     pub journals: u64,
     pub batches: u64,
     pub newest_written_end: Option<(PathBuf, u64)>,
+    /// Where the newest journal's torn last batch starts, if it has one:
+    /// open cuts the file there (fjall refuses a last batch whose checksum
+    /// does not match instead of cutting it).
+    pub torn_at: Option<(PathBuf, u64)>,
 }
 
 /// Checks every journal batch, counting into `tally`.
@@ -194,6 +198,11 @@ fn check_journals(dir: &Path, tally: &mut JournalTally) -> Result<Vec<Finding>, 
         tally.batches += scan.batches;
         if Some(path) == newest.as_ref() {
             tally.newest_written_end = Some((path.clone(), scan.written_end));
+            tally.torn_at = scan
+                .bad
+                .last()
+                .filter(|bad| !bad.not_last)
+                .map(|bad| (path.clone(), bad.offset));
         }
         for bad in scan.bad {
             out.push(journal_finding(
@@ -210,7 +219,10 @@ fn check_journals(dir: &Path, tally: &mut JournalTally) -> Result<Vec<Finding>, 
 fn journal_finding(dir: &Path, path: &Path, newest: bool, bad: journal::BadBatch) -> Finding {
     // Only the newest journal is being written; a sealed one was fsynced
     // whole before the next was started, so any damage in it is rot.
-    let tail = newest && !bad.valid_after && bad.problem != "checksum mismatch";
+    // In the newest one, a bad batch with nothing written after it is the
+    // last write, which a crash may have left torn in any of its pages
+    // (docs/storage.md, "Torn tails"): checksum mismatches included.
+    let tail = newest && !bad.not_last;
     let mut keys: Vec<String> = bad
         .items
         .iter()
