@@ -10,6 +10,7 @@
 //!   frontend calls.
 //! - [`pipeline`]: the calls of [`Broker::pipeline`] (one client's
 //!   back-to-back calls as one durable step).
+//! - [`poison`]: the brokers' lock that ignores poisoning.
 //! - [`recurring`]: recurring schedules: ids, definitions, the fire-time
 //!   arithmetic (cron in IANA zones, `every_ms`) and the firing step every
 //!   backend runs.
@@ -65,6 +66,7 @@ pub mod message;
 pub mod metric;
 pub mod model;
 pub mod pipeline;
+pub mod poison;
 pub mod recurring;
 #[cfg(feature = "testkit")]
 pub mod testkit;

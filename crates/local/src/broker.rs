@@ -202,9 +202,7 @@ impl Drop for LocalBroker {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use delayd_core::poison::lock;
 
 /// Rebuilds memory from the store: queues, the horizon's messages, dead
 /// messages, and leases of the previous process (expired now).

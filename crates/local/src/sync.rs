@@ -257,11 +257,9 @@ fn unavailable(reason: String) -> BrokerError {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while holding this lock leaves a thread handle behind, which
-    // stays meaningful, so poisoning is ignored.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+// A panic while holding these locks leaves a thread handle behind, which
+// stays meaningful, so poisoning is ignored.
+use delayd_core::poison::lock;
 
 /// Commits groups until stopped; after a failure, reopens the engine and
 /// goes on.

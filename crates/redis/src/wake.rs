@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use delayd_core::QueueName;
 use tokio::sync::Notify;
@@ -38,11 +38,9 @@ pub(crate) struct Wake {
     pub(crate) timer_changed: Notify,
 }
 
-/// The maps stay consistent under every operation, so a panic elsewhere
-/// that poisoned the lock leaves them usable.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+// The maps stay consistent under every operation, so a panic elsewhere
+// that poisoned the lock leaves them usable.
+use delayd_core::poison::lock;
 
 impl Wake {
     pub(crate) fn waiter(&self, queue: &QueueName) -> Arc<QueueWaiters> {
