@@ -196,7 +196,18 @@ pub(crate) fn queue_prefix(queue: &QueueName) -> Vec<u8> {
 }
 
 pub(crate) fn decode_message_key(key: &[u8]) -> Result<(QueueName, MessageId), StoreError> {
-    let bad = || StoreError::Corrupt("malformed message key".into());
+    let (queue, id) = split_queue_key(key, "message")?;
+    let id = MessageId::new(id).map_err(|_| StoreError::Corrupt("malformed message key".into()))?;
+    Ok((queue, id))
+}
+
+/// Splits a `[queue len u8][queue][rest]` key (messages, schedules) into the
+/// queue and the non-empty UTF-8 rest; `kind` names the key in the error.
+pub(crate) fn split_queue_key<'k>(
+    key: &'k [u8],
+    kind: &str,
+) -> Result<(QueueName, &'k str), StoreError> {
+    let bad = || StoreError::Corrupt(format!("malformed {kind} key"));
     let (&len, rest) = key.split_first().ok_or_else(bad)?;
     let len = usize::from(len);
     if rest.len() <= len {
@@ -204,10 +215,7 @@ pub(crate) fn decode_message_key(key: &[u8]) -> Result<(QueueName, MessageId), S
     }
     let queue = std::str::from_utf8(&rest[..len]).map_err(|_| bad())?;
     let id = std::str::from_utf8(&rest[len..]).map_err(|_| bad())?;
-    Ok((
-        QueueName::new(queue).map_err(|_| bad())?,
-        MessageId::new(id).map_err(|_| bad())?,
-    ))
+    Ok((QueueName::new(queue).map_err(|_| bad())?, id))
 }
 
 /// A `queues` keyspace key: the queue's name.

@@ -72,18 +72,10 @@ pub(crate) fn schedule_key(queue: &QueueName, id: &ScheduleId) -> Vec<u8> {
 }
 
 pub(crate) fn decode_schedule_key(key: &[u8]) -> Result<(QueueName, ScheduleId), StoreError> {
-    let bad = || StoreError::Corrupt("malformed schedule key".into());
-    let (&len, rest) = key.split_first().ok_or_else(bad)?;
-    let len = usize::from(len);
-    if rest.len() <= len {
-        return Err(bad());
-    }
-    let queue = std::str::from_utf8(&rest[..len]).map_err(|_| bad())?;
-    let id = std::str::from_utf8(&rest[len..]).map_err(|_| bad())?;
-    Ok((
-        QueueName::new(queue).map_err(|_| bad())?,
-        ScheduleId::new(id).map_err(|_| bad())?,
-    ))
+    let (queue, id) = codec::split_queue_key(key, "schedule")?;
+    let id =
+        ScheduleId::new(id).map_err(|_| StoreError::Corrupt("malformed schedule key".into()))?;
+    Ok((queue, id))
 }
 
 pub(crate) fn encode_schedule(record: &ScheduleRecord) -> Result<Vec<u8>, StoreError> {
