@@ -274,7 +274,7 @@ def bench_redis_kill(args):
         put_schedules(apis[0], "rk", n, lambda i: body)
         print(f"created {n} schedules in {time.monotonic() - began:.1f} s; first fire at +{(anchor - now_ms()) / 1000:.1f} s")
         end = anchor + seconds * 1000
-        seen, early, lock = {}, 0, threading.Lock()
+        seen, early, lock, lateness = {}, 0, threading.Lock(), {}
         stop = threading.Event()
 
         failures = []
@@ -291,7 +291,10 @@ def bench_redis_kill(args):
                 with lock:
                     for m in leased:
                         seen.setdefault(m["id"], set()).add(m["seq"])
-                        early += (m["lease_until"] - 30_000) < m["deliver_at"]
+                        start = m["lease_until"] - 30_000
+                        early += start < m["deliver_at"]
+                        t = int(m["id"].rsplit(":", 1)[1])
+                        lateness.setdefault(t, []).append(start - t)
                 if leased:
                     try:
                         api.call("POST", "/v1/queues/rk/acks",
@@ -311,13 +314,21 @@ def bench_redis_kill(args):
         print(f"node 2 killed at +{(killed_at - anchor) / 1000:.1f} s, restarted at +{(now_ms() - anchor) / 1000:.1f} s")
         # Drain: the last fire's messages, and any whose lease died with
         # node 2 (redelivered after the 30 s lease), before the next fire.
+        # The last fire time's burst must be over too: wait until the
+        # queue is empty and no delivery came for 5 s.
         wait_until_ms(end + 5_000)
         drain_until = time.monotonic() + min(every / 1000 - 10, 90)
+        last_count, quiet_since = -1, time.monotonic()
         while time.monotonic() < drain_until:
             stats = apis[0].call("GET", "/v1/queues/rk")["stats"]
-            if stats["scheduled"] + stats["ready"] + stats["leased"] == 0:
+            with lock:
+                count = len(seen)
+            if count != last_count:
+                last_count, quiet_since = count, time.monotonic()
+            busy = stats["scheduled"] + stats["ready"] + stats["leased"]
+            if busy == 0 and time.monotonic() - quiet_since >= 5:
                 break
-            time.sleep(1)
+            time.sleep(0.5)
         print(f"queue at the end: {stats}")
         stop.set()
         for c in consumers:
@@ -327,6 +338,10 @@ def bench_redis_kill(args):
         print(f"client call failures: {len(failures)} {failures[:5]}")
         missing = len(expected - seen.keys())
         extra = len(seen.keys() - expected)
+        for t in sorted(lateness):
+            values = sorted(lateness[t])
+            print(f"fire +{(t - anchor) // 1000}s: {len(values)} first leases, lateness ms "
+                  f"p50 {values[len(values) // 2]} p99 {values[min(len(values) - 1, int(len(values) * 0.99))]} max {values[-1]}")
         print(f"fire times expected {len(expected)}, delivered ids {len(seen)}, missing {missing}, "
               f"not expected {extra} (fires after the end), enqueued twice {doubled}, leased early {early}")
         if missing:
