@@ -19,6 +19,11 @@
 #      third of DURATION), BATCH (10 messages per enqueue request),
 #      RSS_TOLERANCE_PCT (20), FD_TOLERANCE (16), OUT (CSV path; default a
 #      temporary file, printed), SERVE_ARGS (extra `delayd serve` options).
+#
+# With faults (kill -9 and restart every few minutes, a full disk once,
+# producers and consumers checked for 0 lost, 0 early and explained
+# duplicates): scripts/soak-faults.py (run as root; docs/robustness.md,
+# "The soak with faults").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
