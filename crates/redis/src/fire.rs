@@ -4,14 +4,12 @@
 //! with one `sched_fire` call, which applies it only if the stored record
 //! is still the one planned from; then reads again while still due.
 
-use delayd_core::{
-    metric, BrokerResult, EnqueueOutcome, FirePlan, Overlap, QueueName, ScheduleId, ScheduleRecord,
-};
+use delayd_core::{metric, BrokerResult, FirePlan, Overlap, QueueName, ScheduleId, ScheduleRecord};
 
 use crate::broker::Inner;
 use crate::keys::ShardKeys;
 use crate::messages::{prepare, Prepared};
-use crate::record::{int, status, text};
+use crate::record::{status, text};
 use crate::schedules::{cursor_arg, encode, too_contended, MAX_ROUNDS};
 use crate::scripts;
 
@@ -71,22 +69,30 @@ impl Inner {
         Err(too_contended("fire"))
     }
 
-    /// A change found the cursor due (a fire this or another node's timer
-    /// has not got to yet): fire under the current definition first, as if
-    /// the change had come a moment later, so a change never drops a fire
-    /// time that was already due.
-    pub(crate) async fn fire_first(
+    /// The schedule as stored (its JSON and record) once its cursor is not
+    /// due, with the time it was read at. A change that finds the cursor
+    /// due (a fire this or another node's timer has not got to yet) fires
+    /// under the current definition first, as if the change had come a
+    /// moment later, so a change never drops a fire time that was already
+    /// due.
+    pub(crate) async fn read_settled(
         &self,
         queue: &QueueName,
         shard: u32,
         keys: &ShardKeys,
-        json: &str,
-        record: &ScheduleRecord,
-        now: u64,
-    ) -> BrokerResult<()> {
-        self.fire_step(queue, shard, keys, json, record, now)
-            .await
-            .map(|_| ())
+        id: &ScheduleId,
+    ) -> BrokerResult<(Option<(String, ScheduleRecord)>, u64)> {
+        for _ in 0..MAX_ROUNDS {
+            let now = self.clock.now_ms();
+            match self.read_schedule(keys, id).await? {
+                Some((json, current)) if current.is_due(now) => {
+                    self.fire_step(queue, shard, keys, &json, &current, now)
+                        .await?;
+                }
+                stored => return Ok((stored, now)),
+            }
+        }
+        Err(too_contended("fire"))
     }
 
     /// One `sched_fire` call for the record read as `json`. `Ok(false)`:
@@ -175,23 +181,12 @@ impl Inner {
         replies: &[redis::Value],
         now: u64,
     ) -> BrokerResult<()> {
-        let mut outcomes = Vec::with_capacity(items.len());
-        let (mut ready, mut earliest) = (false, None::<u64>);
-        for (item, r) in items.iter().zip(replies.chunks(4)) {
-            let created = int(&r[0])? == 1;
-            let deliver_at = int(&r[2])?;
-            match (created, text(&r[3])?) {
-                (true, "R") => ready = true,
-                (true, "S") => earliest = Some(earliest.map_or(deliver_at, |e| e.min(deliver_at))),
-                _ => {}
-            }
-            outcomes.push(Some(Ok(EnqueueOutcome {
-                id: item.id.clone(),
-                seq: int(&r[1])?,
-                deliver_at,
-                created,
-            })));
-        }
+        let outcomes: Vec<_> = self
+            .enqueued(queue, shard, items, replies)
+            .await?
+            .into_iter()
+            .map(|o| Some(Ok(o)))
+            .collect();
         let created: Vec<u64> = plan
             .fires
             .iter()
@@ -205,12 +200,6 @@ impl Inner {
             lateness.record(now.saturating_sub(t) as f64 / 1_000.0);
         }
         self.index_seqs(queue, &outcomes).await;
-        if ready {
-            self.announce_ready(queue).await;
-        }
-        if let Some(due) = earliest {
-            self.announce_due(queue, shard, due).await;
-        }
         Ok(())
     }
 }

@@ -172,10 +172,24 @@ impl Inner {
                 "enqueue into {queue} failed: {word}"
             )));
         }
-        let mut outcomes = Vec::with_capacity(chunk.len());
+        self.enqueued(queue, shard, &chunk, rest).await
+    }
+
+    /// The outcomes of enqueued `items` from the enqueue code's answers (4
+    /// values per item: created, seq, deliver_at, `R`eady or `S`cheduled),
+    /// after waking the nodes that a created message concerns. Shared by
+    /// enqueue and a schedule's fire.
+    pub(crate) async fn enqueued(
+        &self,
+        queue: &QueueName,
+        shard: u32,
+        items: &[Prepared],
+        replies: &[redis::Value],
+    ) -> BrokerResult<Vec<EnqueueOutcome>> {
+        let mut outcomes = Vec::with_capacity(items.len());
         let mut ready = false;
         let mut earliest: Option<u64> = None;
-        for (item, r) in chunk.iter().zip(rest.chunks(4)) {
+        for (item, r) in items.iter().zip(replies.chunks(4)) {
             let created = int(&r[0])? == 1;
             let deliver_at = int(&r[2])?;
             match (created, text(&r[3])?) {

@@ -137,17 +137,12 @@ impl Inner {
         }
         let (shard, keys) = self.schedule_keys(queue, id);
         for _ in 0..MAX_ROUNDS {
-            let now = self.clock.now_ms();
-            let (upsert, expected, record) = match self.read_schedule(&keys, id).await? {
+            let (stored, now) = self.read_settled(queue, shard, &keys, id).await?;
+            let (upsert, expected, record) = match stored {
                 None => {
                     let record =
                         ScheduleRecord::create(queue.clone(), id.clone(), definition.clone(), now)?;
                     (Upsert::Created, String::new(), record)
-                }
-                Some((json, current)) if current.is_due(now) => {
-                    self.fire_first(queue, shard, &keys, &json, &current, now)
-                        .await?;
-                    continue;
                 }
                 Some((json, current)) => match current.replace(definition.clone(), now)? {
                     None => return Ok((Upsert::Updated, current)),
@@ -223,15 +218,9 @@ impl Inner {
         self.check_open()?;
         let (shard, keys) = self.schedule_keys(queue, id);
         for _ in 0..MAX_ROUNDS {
-            let now = self.clock.now_ms();
-            let Some((json, current)) = self.read_schedule(&keys, id).await? else {
+            let (Some((json, _)), _) = self.read_settled(queue, shard, &keys, id).await? else {
                 return Err(self.schedule_missing(queue, id).await);
             };
-            if current.is_due(now) {
-                self.fire_first(queue, shard, &keys, &json, &current, now)
-                    .await?;
-                continue;
-            }
             if self
                 .schedule_cas(queue, &keys, id, &json, None, false)
                 .await?
@@ -251,15 +240,10 @@ impl Inner {
         self.check_open()?;
         let (shard, keys) = self.schedule_keys(queue, id);
         for _ in 0..MAX_ROUNDS {
-            let now = self.clock.now_ms();
-            let Some((json, current)) = self.read_schedule(&keys, id).await? else {
+            let (Some((json, current)), now) = self.read_settled(queue, shard, &keys, id).await?
+            else {
                 return Err(self.schedule_missing(queue, id).await);
             };
-            if current.is_due(now) {
-                self.fire_first(queue, shard, &keys, &json, &current, now)
-                    .await?;
-                continue;
-            }
             let changed = if paused {
                 current.pause(now)
             } else {
