@@ -97,3 +97,15 @@ export function notify(text, kind = 'info') {
   clearTimeout(notify.timer);
   notify.timer = setTimeout(() => clear(box), 5000);
 }
+
+// Runs a user's action: reports its outcome (`done` or the error) and then
+// calls `after` (a redraw) either way.
+export async function runAction(call, done, after) {
+  try {
+    await call();
+    notify(done);
+  } catch (err) {
+    notify(err.message, 'error');
+  }
+  after();
+}

@@ -3,7 +3,7 @@
 // paging and row actions (cancel, reschedule, redrive).
 
 import * as api from './api.js';
-import { h, clear, route, fmtCount, fmtTime, fmtRelative, preview, notify } from './dom.js';
+import { h, clear, route, fmtCount, fmtTime, fmtRelative, preview, notify, runAction } from './dom.js';
 import { dueHistogram } from './charts.js';
 import { schedulesCard } from './schedules.js';
 
@@ -92,14 +92,8 @@ function button(text, name, onclick, kind = '') {
 }
 
 // Runs an action, reports its outcome and redraws everything.
-async function act(view, call, done) {
-  try {
-    await call();
-    notify(done);
-  } catch (err) {
-    notify(err.message, 'error');
-  }
-  refreshAll(view);
+function act(view, call, done) {
+  return runAction(call, done, () => refreshAll(view));
 }
 
 // Purge deletes the queue with all its messages (DELETE /v1/queues/{queue}):
@@ -227,15 +221,7 @@ function messageTable(view, messages) {
 }
 
 export function rowActions(view, m, after = () => refreshAll(view)) {
-  const run = async (call, done) => {
-    try {
-      await call();
-      notify(done);
-    } catch (err) {
-      notify(err.message, 'error');
-    }
-    after();
-  };
+  const run = (call, done) => runAction(call, done, after);
   const actions = [];
   if (m.state === 'dead') {
     actions.push(button('Redrive', 'redrive', () => run(() => api.redrive(view.queue, [m.id]), `Redrove ${m.id}.`)));

@@ -4,7 +4,7 @@
 // (found by their `delayd-schedule` header).
 
 import * as api from './api.js';
-import { h, clear, route, fmtRelative, notify } from './dom.js';
+import { h, clear, route, fmtRelative, runAction } from './dom.js';
 
 // How many messages per state are searched for a schedule's fired messages.
 const SEARCH_LIMIT = 1000;
@@ -75,15 +75,7 @@ function times(fires, zone) {
 }
 
 function actions(view, s) {
-  const run = async (call, done) => {
-    try {
-      await call();
-      notify(done);
-    } catch (err) {
-      notify(err.message, 'error');
-    }
-    refresh(view);
-  };
+  const run = (call, done) => runAction(call, done, () => refresh(view));
   const button = (text, name, onclick) => h('button', { type: 'button', attrs: { 'data-action': name }, text, on: { click: onclick } });
   const toggle = s.paused
     ? button('Resume', 'schedule-resume', () => run(() => api.resumeSchedule(view.queue, s.id), `Schedule ${s.id} resumed.`))
