@@ -351,9 +351,10 @@ impl Inner {
         if state.sync_needed && !was_needed {
             self.cell.notify_sync();
         }
-        for (sender, deliveries) in served {
+        for (sender, deliveries, undurable) in served {
             // A caller that left in the meantime loses nothing: its leases
             // run out and the messages come back (at-least-once).
+            let ticket = undurable.then_some(ticket);
             let _ = sender.send(deliveries.map(|deliveries| Handed { deliveries, ticket }));
         }
         if wake_driver {

@@ -11,8 +11,9 @@ use crate::store::Store;
 use crate::waiters::HandOff;
 
 /// Deliveries (or the failure) for a waiting lease call, sent once the
-/// call's group is known.
-pub(crate) type Serving = (HandOff, BrokerResult<Vec<Delivery>>);
+/// call's group is known, and whether they must wait for its fsync (see
+/// [`crate::state::Tx::reads_undurable`]).
+pub(crate) type Serving = (HandOff, BrokerResult<Vec<Delivery>>, bool);
 
 /// How a delivery failed.
 pub(crate) struct Failure {
@@ -57,7 +58,12 @@ impl State {
                 let Some((id, waiter)) = self.waiters.pop(queue) else {
                     break;
                 };
-                match self.lease_ready(&waiter.queues, waiter.max, waiter.lease_ms, now, tx) {
+                // Whether this waiter's messages need the fsync, apart
+                // from the other waiters'.
+                let others = std::mem::take(&mut tx.reads_undurable);
+                let leased = self.lease_ready(&waiter.queues, waiter.max, waiter.lease_ms, now, tx);
+                let undurable = std::mem::replace(&mut tx.reads_undurable, others);
+                match leased {
                     Ok(leased) if leased.is_empty() => {
                         debug_assert!(false, "{queue} has a ready message but none was leased");
                         self.waiters.restore(id, waiter);
@@ -68,9 +74,9 @@ impl State {
                             .into_iter()
                             .map(|(q, rec)| self.delivery(store, q, rec))
                             .collect();
-                        served.push((waiter.sender, deliveries));
+                        served.push((waiter.sender, deliveries, undurable));
                     }
-                    Err(e) => served.push((waiter.sender, Err(e))),
+                    Err(e) => served.push((waiter.sender, Err(e), false)),
                 }
             }
         }
@@ -88,6 +94,7 @@ impl State {
     ) -> BrokerResult<MessageRecord> {
         let config_lease = self.queue(queue)?.record.config.lease_ms;
         let lease_ms = lease_ms.or(old.lease_ms).unwrap_or(config_lease);
+        tx.reads_undurable |= self.write_pending(queue, &old.id);
         let mut new = old.clone();
         new.state = MessageState::Leased;
         new.attempts = new.attempts.saturating_add(1);

@@ -1,5 +1,19 @@
 //! The lease call: take what is ready, else wait in line for the hand-off
 //! (see `waiters`).
+//!
+//! A lease does not wait for the fsync of its own write (the lease id, the
+//! deadline and the attempt count join the open group and become durable
+//! with it, or with any later call's fsync). A crash before then loses
+//! that lease: after the restart the message is as it was before it (due,
+//! its attempt not counted) and is delivered again, which at-least-once
+//! delivery allows; beanstalkd never logs a reserve at all. What a lease
+//! does wait for is the durability of what it hands out: when a leased
+//! message was itself written by a group not yet durable (an enqueue,
+//! nack or reschedule still in the open or the in-flight group,
+//! `State::write_pending`), the lease waits for its group's fsync, so no
+//! consumer ever sees a message a crash could still take back. An ack
+//! waits for its fsync, and groups are durable in order, so an ack that
+//! returned also made the lease before it durable.
 
 use std::time::Duration;
 
@@ -69,12 +83,13 @@ impl Inner {
                 )),
                 _ => None,
             };
+            let undurable = tx.reads_undurable;
             let ticket = self.absorb_locked(&mut state, tx, now);
-            (taken, ticket, waiting)
+            (taken, undurable.then_some(ticket), waiting)
         };
         let Some((id, mut receiver)) = waiting else {
             let got = taken?;
-            if !got.is_empty() {
+            if let Some(ticket) = ticket {
                 self.syncer.wait(ticket).await?;
             }
             return Ok(got);
@@ -98,7 +113,9 @@ impl Inner {
         line.served();
         match answer {
             Some(Ok(Handed { deliveries, ticket })) => {
-                self.syncer.wait(ticket).await?;
+                if let Some(ticket) = ticket {
+                    self.syncer.wait(ticket).await?;
+                }
                 Ok(deliveries)
             }
             Some(Err(e)) => Err(e),

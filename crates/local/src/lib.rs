@@ -21,6 +21,8 @@
 //!   encodings (specified in docs/storage.md).
 //! - `sync`: the state lock's cell and the sync thread, which writes each
 //!   commit group to the engine as one batch and fsyncs it.
+//! - `prezero`: zeros written ahead of the journal's writer, so that a
+//!   group's `fdatasync` writes data, not block allocations.
 //! - `disk`: the free-space reserve below which enqueues are refused.
 //! - `fault`: the fault-injection seam of the tests (feature
 //!   `fault-injection`).
@@ -85,6 +87,7 @@ mod fire;
 mod lease;
 mod messages;
 mod pipeline;
+mod prezero;
 mod schedule_codec;
 mod schedules;
 mod state;

@@ -164,11 +164,17 @@ impl Inner {
                     continue;
                 }
                 let mut tx = Tx::default();
+                let is_lease = matches!(call, PipelinedCall::Lease { .. });
                 let (result, stop) = state.run_call(&self.store, call, now, &mut tx);
+                // A lease waits for no fsync of its own (see `lease.rs`).
+                let waits = !is_lease || tx.reads_undurable;
                 // Each call joins the group on its own, so lease calls
                 // waiting elsewhere are served between calls, as they
                 // would be between separate calls.
-                ticket = ticket.max(self.absorb_locked(&mut state, tx, now));
+                let joined = self.absorb_locked(&mut state, tx, now);
+                if waits {
+                    ticket = ticket.max(joined);
+                }
                 results.push(result);
                 if stop {
                     break;

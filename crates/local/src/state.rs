@@ -83,6 +83,10 @@ pub(crate) struct Tx {
     pub ready_queues: Vec<QueueName>,
     /// A timer earlier than the driver's next deadline was armed.
     pub wake_driver: bool,
+    /// A message this call leased was last written by a group that is not
+    /// durable yet: the lease waits for the group's fsync (a lease alone
+    /// does not, see `lease.rs`).
+    pub reads_undurable: bool,
 }
 
 impl Tx {
@@ -130,6 +134,13 @@ pub(crate) struct State {
     /// Queues whose record changed in the open group (written when the
     /// group is taken, once however many calls changed them).
     pending_queues: BTreeSet<QueueName>,
+    /// Writes of the open group went to the engine early
+    /// (`flush_pending`), so `pending` no longer lists them all.
+    pub pending_flushed: bool,
+    /// The group the sync thread took and has not yet made durable (and
+    /// whether writes of it were flushed early): set and cleared by the
+    /// sync thread.
+    pub in_flight: Option<(Arc<WriteSet>, bool)>,
     /// Number of the open commit group: the ticket of a call whose writes
     /// joined it. The sync thread closes it (`take_group`).
     pub group: u64,
@@ -159,6 +170,8 @@ impl State {
             pending: WriteSet::default(),
             committing: None,
             pending_queues: BTreeSet::new(),
+            pending_flushed: false,
+            in_flight: None,
             group: 1,
             sync_needed: false,
             waiters: Waiters::default(),
@@ -206,6 +219,21 @@ impl State {
         }
     }
 
+    /// Whether the stored record of a message has a write that is not
+    /// durable yet: in the open group or the one in flight (or possibly
+    /// among writes flushed early, which are not listed).
+    pub fn write_pending(&self, queue: &QueueName, id: &MessageId) -> bool {
+        if self.pending_flushed || self.in_flight.as_ref().is_some_and(|(_, flushed)| *flushed) {
+            return true;
+        }
+        let key = codec::message_key(queue, id);
+        self.pending.get(Space::Messages, &key).is_some()
+            || self
+                .in_flight
+                .as_ref()
+                .is_some_and(|(set, _)| set.get(Space::Messages, &key).is_some())
+    }
+
     /// Closes the open group: its number and its writes, queue records
     /// included. The sync thread commits them to the engine under the
     /// same lock hold, so engine reads never miss a taken group.
@@ -238,6 +266,7 @@ impl State {
             return Ok(());
         }
         let set = self.take_pending()?;
+        self.pending_flushed = true;
         store.commit_with(&set, &writer)
     }
 

@@ -39,8 +39,9 @@ use tokio::sync::watch;
 
 use crate::config::Durability;
 use crate::fault::Faults;
+use crate::prezero::Prezero;
 use crate::state::State;
-use crate::store::Store;
+use crate::store::{Store, WriteSet};
 
 /// The state lock with its condition variable (the sync thread waits on
 /// it for the open group's first write) and a count of acquisitions.
@@ -301,30 +302,50 @@ fn run_groups(
             }
             continue;
         }
-        let (group, ops) = write_group(shared, state)?;
+        let (group, set) = write_group(shared, state)?;
         shared.groups.fetch_add(1, Ordering::Relaxed);
         let mode = match durability {
             _ if stop => PersistMode::SyncAll,
             Durability::Never => PersistMode::Buffer,
             _ => PersistMode::SyncAll,
         };
-        persist(shared, journal, mode, ops)?;
+        persist(shared, journal, mode, set.len())?;
+        {
+            let mut state = shared.cell.lock();
+            if state
+                .in_flight
+                .as_ref()
+                .is_some_and(|(in_flight, _)| Arc::ptr_eq(in_flight, &set))
+            {
+                state.in_flight = None;
+            }
+        }
         shared.durable.send_modify(|d| d.upto = group);
         if stop {
             return Ok(());
+        }
+        if mode == PersistMode::SyncAll {
+            // After the callers were answered: the next group waits for
+            // the step instead.
+            journal.prezero(&shared.store);
         }
     }
 }
 
 /// Closes the open group under the state lock and writes it to the engine
-/// outside it: its number and its number of writes.
-fn write_group(shared: &Shared, mut state: MutexGuard<'_, State>) -> Result<(u64, usize), String> {
+/// outside it: its number and its writes (in flight until durable).
+fn write_group(
+    shared: &Shared,
+    mut state: MutexGuard<'_, State>,
+) -> Result<(u64, Arc<WriteSet>), String> {
     let (group, set) = state.take_group().map_err(|e| e.to_string())?;
     // The group is written outside the state lock (calls go on
     // meanwhile), holding the engine write lock, taken before the
     // state lock is released so that no scan's flush overtakes it.
     let set = Arc::new(set);
     state.committing = Some(Arc::clone(&set));
+    let flushed = std::mem::take(&mut state.pending_flushed);
+    state.in_flight = Some((Arc::clone(&set), flushed));
     let writer = shared.store.lock_writer();
     drop(state);
     shared.faults.commit().map_err(|e| e.to_string())?;
@@ -342,7 +363,7 @@ fn write_group(shared: &Shared, mut state: MutexGuard<'_, State>) -> Result<(u64
     {
         state.committing = None;
     }
-    Ok((group, set.len()))
+    Ok((group, set))
 }
 
 /// The sync thread's own failure (a write or fsync of a group); it heals
@@ -462,7 +483,8 @@ fn wait_for_group(shared: &Shared, durability: Durability) -> MutexGuard<'_, Sta
     state
 }
 
-/// fsyncs the active journal through our own file handle.
+/// fsyncs the active journal through our own file handle, and writes
+/// zeros ahead of its writer (`prezero`).
 ///
 /// fjall's `persist(SyncAll)` holds the journal writer lock during the
 /// fsync, which would stall every commit (and so every caller) for the
@@ -473,7 +495,15 @@ fn wait_for_group(shared: &Shared, durability: Durability) -> MutexGuard<'_, Sta
 /// seals it: bytes flushed before a rotation are durable either way.
 struct JournalSync {
     dir: PathBuf,
-    active: Option<(PathBuf, File)>,
+    active: Option<ActiveJournal>,
+}
+
+struct ActiveJournal {
+    /// fjall names journals `<id>.jnl` and rotates to `<id + 1>.jnl`.
+    id: u64,
+    file: File,
+    /// `None` once pre-zeroing this file failed (it goes on unzeroed).
+    prezero: Option<Prezero>,
 }
 
 impl JournalSync {
@@ -484,26 +514,78 @@ impl JournalSync {
         }
     }
 
+    /// `fdatasync` of the active journal: its length does not change
+    /// while fjall writes into its preallocation, and when it grows (a
+    /// journal reopened in append mode) `fdatasync` writes the new size.
     fn sync(&mut self) -> std::io::Result<()> {
-        let newest = newest_journal(&self.dir)?;
-        let reuse = matches!(&self.active, Some((path, _)) if Some(path) == newest.as_ref());
-        if !reuse {
-            self.active = match newest {
-                Some(path) => Some((path.clone(), File::open(&path)?)),
-                None => None,
-            };
+        if self.rotated()? {
+            self.active = open_newest(&self.dir)?;
         }
         match &self.active {
-            // The journal is preallocated, so its size does not change:
-            // fdatasync is enough.
-            Some((_, file)) => file.sync_data(),
+            Some(active) => active.file.sync_data(),
             None => Ok(()),
+        }
+    }
+
+    /// Whether the active journal may have changed: one `stat` of its
+    /// successor's name rather than a directory listing per fsync.
+    fn rotated(&self) -> std::io::Result<bool> {
+        match &self.active {
+            None => Ok(true),
+            Some(active) => {
+                let next = self
+                    .dir
+                    .join(format!("{}.jnl", active.id.saturating_add(1)));
+                next.try_exists()
+            }
+        }
+    }
+
+    /// One pre-zeroing step when the writer came near the zeroed run's
+    /// end: under the engine write lock, after the journal buffer went to
+    /// the OS (see `prezero`), then fsynced without the lock. A failure
+    /// only stops pre-zeroing this file: the zeros are an optimization,
+    /// never a byte of the journal.
+    fn prezero(&mut self, store: &Store) {
+        let Some(active) = &mut self.active else {
+            return;
+        };
+        let Some(prezero) = active.prezero.as_mut().filter(|p| p.due()) else {
+            return;
+        };
+        let stepped = {
+            let _writer = store.lock_writer();
+            store
+                .persist(PersistMode::Buffer)
+                .map_err(std::io::Error::other)
+                .and_then(|()| prezero.step())
+        };
+        if let Err(e) = stepped.and_then(|wrote| if wrote { prezero.sync() } else { Ok(()) }) {
+            tracing::warn!(error = %e, "writing zeros ahead of the journal failed; this journal goes on without");
+            active.prezero = None;
         }
     }
 }
 
-fn newest_journal(dir: &Path) -> std::io::Result<Option<PathBuf>> {
-    Ok(crate::check::journals(dir)?.pop())
+/// The newest journal, opened for fsyncs and pre-zeroing.
+fn open_newest(dir: &Path) -> std::io::Result<Option<ActiveJournal>> {
+    let Some((id, path)) = crate::check::newest_journal(dir)? else {
+        return Ok(None);
+    };
+    // Written only by `Prezero`, at offsets fjall has not reached; never
+    // in append mode (that would move nothing, but say the wrong thing).
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)?;
+    let prezero = match file.try_clone().and_then(Prezero::new) {
+        Ok(prezero) => Some(prezero),
+        Err(e) => {
+            tracing::warn!(error = %e, journal = %path.display(), "cannot pre-zero the journal");
+            None
+        }
+    };
+    Ok(Some(ActiveJournal { id, file, prezero }))
 }
 
 fn persist(

@@ -20,7 +20,8 @@ use tokio::sync::oneshot;
 /// be durable before they are returned to the client.
 pub(crate) struct Handed {
     pub deliveries: Vec<Delivery>,
-    pub ticket: u64,
+    /// The group whose fsync the deliveries wait for, if they must.
+    pub ticket: Option<u64>,
 }
 
 pub(crate) type HandOff = oneshot::Sender<BrokerResult<Handed>>;

@@ -26,8 +26,11 @@ struct Acknowledged {
     enqueued: BTreeMap<String, u64>,
     /// ids acknowledged as acked or cancelled.
     gone: BTreeSet<String>,
-    /// ids handed out by a lease or about to be cancelled: an ack or
-    /// cancel may have happened unreported.
+    /// ids about to be acked or cancelled: the ack or cancel may have
+    /// happened unreported.
+    maybe_gone: BTreeSet<String>,
+    /// ids a lease returned (before its own fsync): unless about to be
+    /// acked, they must survive the crash.
     leased: BTreeSet<String>,
 }
 
@@ -73,8 +76,11 @@ fn run_child(
                     "enqueue of {id} reported twice"
                 );
             }
-            ["L", id] | ["X", id] => {
+            ["L", id] => {
                 acked.leased.insert(id.to_string());
+            }
+            ["K", id] | ["X", id] => {
+                acked.maybe_gone.insert(id.to_string());
             }
             ["A", id] | ["C", id] => {
                 acked.gone.insert(id.to_string());
@@ -88,9 +94,9 @@ fn run_child(
 async fn check_store(
     dir: &std::path::Path,
     acked: &Acknowledged,
-    all_seqs: &mut HashSet<u64>,
-    max_seq_before: u64,
+    (all_seqs, max_seq_before): (&mut HashSet<u64>, u64),
     fired: &mut Fired,
+    held: &mut usize,
 ) -> u64 {
     // A clock at 0: no schedule is due, so none fires while the store is
     // inspected (what is stored is what the killed child left).
@@ -115,8 +121,15 @@ async fn check_store(
                 matches!(got, Err(BrokerError::MessageNotFound { .. })),
                 "acknowledged ack/cancel of {id} undone: {got:?}"
             );
-        } else if !acked.leased.contains(id) {
-            let message = got.unwrap_or_else(|e| panic!("acknowledged enqueue {id} missing: {e}"));
+        } else if !acked.maybe_gone.contains(id) {
+            let leased = if acked.leased.contains(id) {
+                *held += 1;
+                " (leased, no ack sent)"
+            } else {
+                ""
+            };
+            let message =
+                got.unwrap_or_else(|e| panic!("acknowledged enqueue {id}{leased} missing: {e}"));
             assert_eq!(message.seq, *seq, "{id} has another seq");
         } else if let Ok(message) = got {
             assert_eq!(message.seq, *seq, "{id} has another seq");
@@ -218,6 +231,8 @@ async fn acknowledged_operations_survive_sigkill() {
     let mut max_seq = 0;
     let mut total_ops = 0;
     let mut fired = Fired::new();
+    // Messages leased and held without an ack when the child was killed.
+    let mut held = 0;
     let schedule_start = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock after 1970")
@@ -229,7 +244,14 @@ async fn acknowledged_operations_survive_sigkill() {
         let acked = run_child(dir.path(), &prefix, schedule_start, kill_after);
         let t1 = Instant::now();
         total_ops += acked.enqueued.len() + acked.gone.len();
-        max_seq = check_store(dir.path(), &acked, &mut all_seqs, max_seq, &mut fired).await;
+        max_seq = check_store(
+            dir.path(),
+            &acked,
+            (&mut all_seqs, max_seq),
+            &mut fired,
+            &mut held,
+        )
+        .await;
         eprintln!(
             "round {round}: child {:?}, check {:?}",
             t1 - t0,
@@ -239,6 +261,10 @@ async fn acknowledged_operations_survive_sigkill() {
     assert!(
         total_ops > ROUNDS,
         "the child did too little work to test anything: {total_ops}"
+    );
+    assert!(
+        held > ROUNDS,
+        "too few leases were held at a kill to test anything: {held}"
     );
     assert!(
         fired.len() > ROUNDS,

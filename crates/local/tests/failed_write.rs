@@ -162,8 +162,10 @@ async fn failed_fsync_refuses_writes_and_loses_nothing_acknowledged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_held_across_a_reopen_come_back_as_expired_leases() {
     let dir = tempfile::tempdir().expect("tempdir");
+    // Commit 1 is the enqueue of "m"; commit 2 holds the lease (which
+    // returns without waiting for it) and perhaps the enqueue of "x".
     let faults = FaultPlan {
-        fail_commit: Some(3),
+        fail_commit: Some(2),
         ..FaultPlan::default()
     };
     let broker = open(dir.path(), faults).await;
@@ -178,8 +180,10 @@ async fn leases_held_across_a_reopen_come_back_as_expired_leases() {
         .await
         .expect("lease")
         .remove(0);
-    // Group 3 fails; after the reopen the lease is gone, as after a
-    // restart, and the message is back (its attempt counted).
+    // The lease's group fails; after the reopen the lease is gone, as
+    // after a crash before its fsync, and the message is back as it was
+    // before the lease (its attempt not counted: docs/storage.md,
+    // "What each call waits for").
     assert!(enqueue(&broker, "x").await.is_err());
     wait_healed(&broker).await;
     let acked = broker.ack(&queue(), &delivery.id, &delivery.lease_id).await;
@@ -191,7 +195,8 @@ async fn leases_held_across_a_reopen_come_back_as_expired_leases() {
         .get(&queue(), &delivery.id)
         .await
         .expect("still there");
-    assert_eq!(message.attempts, 1);
+    assert_eq!(message.attempts, 0);
+    assert_eq!(message.state, delayd_core::MessageState::Ready);
     broker.shutdown().await.expect("shutdown");
 }
 
@@ -316,4 +321,53 @@ async fn a_failed_read_is_an_error_never_wrong_data() {
         assert_eq!(m.payload, b"far");
         broker.shutdown().await.expect("shutdown");
     }
+}
+
+/// A lease does not wait for its own fsync, but it does wait for the
+/// group that wrote the message it hands out: a message whose enqueue
+/// never became durable is never delivered (here the enqueue's group
+/// fails to commit, so after the reopen the message does not exist).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_never_hands_out_a_message_whose_enqueue_was_lost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Commit 1 creates the queue; commit 2 holds "m" and its hand-off.
+    let faults = FaultPlan {
+        fail_commit: Some(2),
+        ..FaultPlan::default()
+    };
+    let broker = std::sync::Arc::new(open(dir.path(), faults).await);
+    let other = QueueName::new("other").expect("queue name");
+    broker
+        .put_queue(&other, delayd_core::QueueConfigPatch::default())
+        .await
+        .expect("create queue");
+    let consumer = std::sync::Arc::clone(&broker);
+    let line = other.clone();
+    let waiting = tokio::spawn(async move {
+        let request = LeaseRequest {
+            max: 1,
+            wait_ms: 5_000,
+            lease_ms: Some(60_000),
+        };
+        consumer.lease(&[line], request).await
+    });
+    // Time for the lease call to get in line (if it does not, it finds no
+    // message after the reopen, which passes too).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let m = broker
+        .enqueue(&other, vec![request("m")], EnqueueOptions::default())
+        .await;
+    assert!(m.is_err(), "commit 2 fails: {m:?}");
+    let got = waiting.await.expect("lease task");
+    assert!(
+        got.as_ref()
+            .map_or(true, |d| d.iter().all(|d| d.id.as_str() != "m")),
+        "a lost enqueue was delivered: {got:?}"
+    );
+    wait_healed(&broker).await;
+    let after = broker.get(&other, &MessageId::new("m").expect("id")).await;
+    assert!(
+        matches!(after, Err(BrokerError::MessageNotFound { .. })),
+        "{after:?}"
+    );
 }

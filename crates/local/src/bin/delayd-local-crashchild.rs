@@ -3,10 +3,13 @@
 //! (single calls, `ack_many`, `pipeline`, and waiting lease calls served
 //! by the hand-off), and prints every acknowledged
 //! operation as one flushed line on stdout, until it is killed:
-//! `E <id> <seq>` (enqueued), `L <id>` (leased; printed before the ack is
-//! sent, so an ack can only have happened to an id with an `L` line),
-//! `X <id>` (about to cancel, for the same reason), `A <id>` (acked),
-//! `C <id>` (cancelled).
+//! `E <id> <seq>` (enqueued), `L <id>` (leased: the lease call returned
+//! it), `K <id>` (about to ack; printed before the ack is sent, so an ack
+//! can only have happened to an id with a `K` line), `X <id>` (about to
+//! cancel, for the same reason), `A <id>` (acked), `C <id>` (cancelled).
+//! A lease returns before its own fsync, so an `L` line without a `K`
+//! line is the crash point "leased, lease not yet durable": the message
+//! must still be there after the restart.
 //!
 //! Beside that load, [`SCHEDULES`] schedules in the queue `crash-sched`
 //! fire every second, staggered so that a fire happens every few
@@ -82,7 +85,13 @@ async fn worker(broker: Arc<LocalBroker>, queue: QueueName, prefix: String, work
         for d in &deliveries {
             say(&format!("L {}", d.id));
         }
+        if i % 5 == 1 {
+            // Held, never acked: the leases a crash may catch before
+            // their fsync.
+            continue;
+        }
         for d in deliveries {
+            say(&format!("K {}", d.id));
             if broker.ack(&queue, &d.id, &d.lease_id).await.is_ok() {
                 say(&format!("A {}", d.id));
             }
@@ -105,6 +114,9 @@ async fn pipelined_round(broker: &LocalBroker, queue: &QueueName) {
     }
     for d in &leased {
         say(&format!("L {}", d.id));
+    }
+    for d in &leased {
+        say(&format!("K {}", d.id));
     }
     let mut calls: VecDeque<_> = leased
         .iter()
@@ -136,6 +148,9 @@ async fn consumer(broker: Arc<LocalBroker>, queue: QueueName) {
         };
         for d in &deliveries {
             say(&format!("L {}", d.id));
+        }
+        for d in &deliveries {
+            say(&format!("K {}", d.id));
         }
         let acks = deliveries
             .iter()

@@ -172,6 +172,11 @@ pub fn journals(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(journal_files(dir)?.into_iter().map(|(_, p)| p).collect())
 }
 
+/// The journal being written (the newest), with its number.
+pub(crate) fn newest_journal(dir: &Path) -> std::io::Result<Option<(u64, PathBuf)>> {
+    Ok(journal_files(dir)?.pop())
+}
+
 /// Counts from a journal scan, and where the newest journal's written
 /// bytes end (the only journal a crash can leave torn: fjall fsyncs a
 /// journal before sealing it).

@@ -1,0 +1,118 @@
+//! Zeros written ahead of the journal's writer (`prezero`, docs/storage.md
+//! "The journal as written"): with fsyncing durability the newest
+//! journal's blocks are allocated past its data, so a group's
+//! `fdatasync` writes no allocations; the zeros change no byte the engine
+//! recovers, `delayd check` reads, or a restart brings back.
+
+use std::path::{Path, PathBuf};
+
+use delayd_core::{Broker, EnqueueOptions, EnqueueRequest, MessageId, QueueName, Schedule};
+use delayd_local::{check, Durability, LocalBroker, LocalConfig};
+use rustix::fs::{seek, SeekFrom};
+
+const MESSAGES: usize = 400;
+const PAYLOAD: usize = 3_000;
+const PER_CALL: usize = 8;
+
+fn queue() -> QueueName {
+    QueueName::new("prezero").expect("queue name")
+}
+
+/// Incompressible, non-zero bytes, different per message.
+fn payload(i: usize) -> Vec<u8> {
+    let mut x = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..PAYLOAD)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % 255) as u8 + 1
+        })
+        .collect()
+}
+
+fn newest_journal(dir: &Path) -> PathBuf {
+    check::journals(dir)
+        .expect("list journals")
+        .pop()
+        .expect("a journal")
+}
+
+/// (bytes up to the last non-zero byte, bytes written as zeros past the
+/// block holding it). Counted with `SEEK_DATA`/`SEEK_HOLE`, which see
+/// written blocks, not the file system's speculative reservations.
+fn journal_extent(dir: &Path) -> (u64, u64) {
+    let path = newest_journal(dir);
+    let bytes = std::fs::read(&path).expect("read journal");
+    let data = bytes.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1) as u64;
+    let file = std::fs::File::open(&path).expect("open journal");
+    let mut at = data.div_ceil(4096) * 4096;
+    let mut zeroed = 0;
+    while let Ok(start) = seek(&file, SeekFrom::Data(at)) {
+        let end = seek(&file, SeekFrom::Hole(start)).expect("seek hole");
+        zeroed += end - start;
+        at = end;
+    }
+    (data, zeroed)
+}
+
+/// Writes the messages in sequential calls, each waiting for its group;
+/// returns the journal's extent before shutdown.
+async fn fill(dir: &Path, durability: Durability) -> (u64, u64) {
+    let mut config = LocalConfig::new(dir);
+    config.durability = durability;
+    let broker = LocalBroker::open(config).await.expect("open");
+    for call in 0..MESSAGES / PER_CALL {
+        let requests = (call * PER_CALL..(call + 1) * PER_CALL)
+            .map(|i| EnqueueRequest {
+                id: Some(MessageId::new(format!("m{i}")).expect("id")),
+                payload: payload(i),
+                schedule: Schedule::Delay(3_600_000),
+                ..EnqueueRequest::default()
+            })
+            .collect();
+        broker
+            .enqueue(&queue(), requests, EnqueueOptions::default())
+            .await
+            .expect("enqueue");
+    }
+    let extent = journal_extent(dir);
+    broker.shutdown().await.expect("shutdown");
+    extent
+}
+
+async fn assert_all_back(dir: &Path) {
+    let report = check::check(dir, &dir.join("..").join("scratch")).expect("check");
+    assert!(!report.damaged(), "{:#?}", report.findings);
+    let broker = LocalBroker::open(LocalConfig::new(dir))
+        .await
+        .expect("reopen");
+    for i in 0..MESSAGES {
+        let id = MessageId::new(format!("m{i}")).expect("id");
+        let message = broker.get(&queue(), &id).await.expect("message back");
+        assert_eq!(message.payload, payload(i), "m{i} changed");
+    }
+    broker.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn always_zeroes_ahead_of_the_writer_and_changes_no_byte() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("data");
+    let (data, zeroed) = fill(&dir, Durability::Always).await;
+    assert!(data > 1_000_000, "the journal holds the payloads: {data}");
+    // The writer is at most at the tripwire, half a 1 MiB step into the
+    // zeroed run: the other half lies ahead of it.
+    assert!(zeroed >= 500 * 1024, "{zeroed} bytes zeroed past {data}");
+    assert_all_back(&dir).await;
+}
+
+#[tokio::test]
+async fn never_leaves_the_journal_sparse() {
+    // No fsyncs, nothing to save: the preallocation stays holes.
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("data");
+    let (data, zeroed) = fill(&dir, Durability::Never).await;
+    assert_eq!(zeroed, 0, "zeros past {data}");
+    assert_all_back(&dir).await;
+}
