@@ -11,17 +11,25 @@
 # `-b DIR -f0` (fsync per write) and delayd `--durability never`.
 # Beside each rate: the server's CPU time per job (utime + stime from
 # /proc/PID/stat over the run, divided by the jobs), which does not depend
-# on the client sharing the cores.
+# on the client sharing the cores, and for delayd its storage commits per
+# second and CPU time per commit (the CPU over the run divided by the
+# delayd_commits_total delta from /metrics on its HTTP port; n/a for
+# beanstalkd). First `delayd fsync-bench` in the directory that holds the
+# data directories prints the disk's own fsyncs per second and CPU per
+# fsync (append, sparse, fallocate, prezeroed file) to read beside them.
 #
 # Usage: scripts/beanstalk-bench.sh [jobs]
 # Env: JOBS (200000), RATE (20000), BOUND (put phase bound, s; 60),
 #      BASELINES (`all` adds beanstalkd -f0 and delayd never),
 #      DELAYD_BIN (default $CARGO_TARGET_DIR/release/delayd, built when
-#      missing), CARGO_TARGET_DIR (target).
+#      missing), COMPARE_BIN (the client; default
+#      $CARGO_TARGET_DIR/release/examples/compare, built), FSYNC_WRITES
+#      (2000), CARGO_TARGET_DIR (target).
 # Installs the Debian beanstalkd package when missing (and stops the system
 # service the package may start: this script uses its own free ports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 
 JOBS=${1:-${JOBS:-200000}}
 RATE=${RATE:-20000}
@@ -47,8 +55,11 @@ if [ -z "${DELAYD_BIN:-}" ]; then
     DELAYD_BIN=$TARGET_DIR/release/delayd
     [ -x "$DELAYD_BIN" ] || cargo build --release -q --bin delayd
 fi
-cargo build --release -q -p delayd-beanstalk --example compare
-CLIENT=$TARGET_DIR/release/examples/compare
+if [ -z "${COMPARE_BIN:-}" ]; then
+    cargo build --release -q -p delayd-beanstalk --example compare
+    COMPARE_BIN=$TARGET_DIR/release/examples/compare
+fi
+CLIENT=$COMPARE_BIN
 
 WORK=$(mktemp -d)
 SERVER_PID=""
@@ -59,19 +70,11 @@ cleanup() {
 trap cleanup EXIT
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() {
-    local p
-    while :; do
-        p=$((20000 + RANDOM % 40000))
-        port_open "$p" || { echo "$p"; return; }
-    done
-}
 wait_port() {
     for _ in $(seq 100); do port_open "$1" && return 0; sleep 0.1; done
     echo "server on port $1 did not start" >&2
     return 1
 }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 stop_server() {
     kill -TERM "$SERVER_PID"
     wait "$SERVER_PID" 2>/dev/null || true
@@ -81,17 +84,26 @@ stop_server() {
 RESULTS=$WORK/results
 : >"$RESULTS"
 HZ=$(getconf CLK_TCK)
-# run_client NAME PORT MODE [client args]: one run, its CPU per job appended.
+# The HTTP port of the delayd under test (its /metrics); empty for
+# beanstalkd, whose runs get n/a for the commit figures.
+METRICS_PORT=""
+# run_client NAME PORT MODE [client args]: one run, its CPU per job and
+# (delayd) commits per second and CPU per commit appended.
 run_client() {
     local name=$1 port=$2 mode=$3
     shift 3
-    local before after line
+    local before after line commits_before="" commits_after="" started seconds
+    [ -z "$METRICS_PORT" ] || commits_before=$(commits_total "$METRICS_PORT")
     before=$(cpu_ticks "$SERVER_PID")
+    started=$(now_s)
     line=$("$CLIENT" "127.0.0.1:$port" --jobs "$JOBS" --producers 4 --consumers 4 \
         --pipeline 64 --reserves 8 --delay-min 1 --delay-max 3 --seconds "$BOUND" \
         --label "$name" "$@")
+    seconds=$(awk -v a="$started" -v b="$(now_s)" 'BEGIN { print b - a }')
     after=$(cpu_ticks "$SERVER_PID")
+    [ -z "$METRICS_PORT" ] || commits_after=$(commits_total "$METRICS_PORT")
     line="$line mode=$mode cpu_us_per_job=$(( (after - before) * 1000000 / HZ / JOBS ))"
+    line="$line $(commit_figures "$commits_before" "$commits_after" "$seconds" "$((after - before))")"
     echo "$line" | tee -a "$RESULTS"
 }
 # serve NAME PORT: the two runs against the server started just before.
@@ -104,6 +116,7 @@ serve_runs() {
 
 echo "jobs=$JOBS rate=$RATE load: $(cut -d' ' -f1-3 /proc/loadavg) cores: $(nproc)"
 echo "beanstalkd: $(beanstalkd -v)  delayd: $DELAYD_BIN"
+fsync_bench "$DELAYD_BIN" "$(dirname "$WORK")" "${FSYNC_WRITES:-2000}"
 
 P=$(free_port)
 beanstalkd -l 127.0.0.1 -p "$P" -z 65535 & SERVER_PID=$!
@@ -118,10 +131,13 @@ fi
 
 for durability in always ${BASELINES:+never}; do
     P=$(free_port)
+    METRICS_PORT=$(free_port)
     mkdir "$WORK/delayd-$durability"
-    RUST_LOG=warn "$DELAYD_BIN" serve --http 127.0.0.1:0 --beanstalk "127.0.0.1:$P" \
+    RUST_LOG=warn "$DELAYD_BIN" serve --http "127.0.0.1:$METRICS_PORT" --beanstalk "127.0.0.1:$P" \
         --data "$WORK/delayd-$durability" --durability "$durability" & SERVER_PID=$!
+    wait_healthy "$METRICS_PORT" "$SERVER_PID"
     serve_runs "delayd-$durability" "$P"
+    METRICS_PORT=""
 done
 
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -139,15 +155,17 @@ function field(line, key,   re) {
     p99[label, m] = field(line, "late_p99_ms"); lost[label, m] = field(line, "lost")
     early[label, m] = field(line, "early"); dup[label, m] = field(line, "dup")
     cpu[label, m] = field(line, "cpu_us_per_job")
+    cps[label, m] = field(line, "commits_per_s"); cpc[label, m] = field(line, "cpu_us_per_commit")
     if (!(label in seen)) { seen[label] = 1; names[++n] = label }
 }
 function ratio(a, b) { return (b > 0) ? sprintf("%.2fx", a / b) : "n/a" }
 END {
-    printf "\n%-16s %6s %9s %12s %11s %8s %5s %5s %4s\n", "server", "mode", "puts/s", "deliveries/s", "p99 late", "cpu/job", "lost", "early", "dup"
+    printf "\n%-16s %6s %9s %12s %11s %8s %9s %13s %5s %5s %4s\n", "server", "mode", "puts/s", "deliveries/s", "p99 late", "cpu/job", "commits/s", "cpu/commit", "lost", "early", "dup"
     split("max paced", modes, " ")
     for (i = 1; i <= 2; i++) for (j = 1; j <= n; j++) {
         s = names[j]; m = modes[i]
-        printf "%-16s %6s %9s %12s %8s ms %5s us %5s %5s %4s\n", s, m, puts[s, m], dels[s, m], p99[s, m], cpu[s, m], lost[s, m], early[s, m], dup[s, m]
+        c = cpc[s, m]; c = (c == "n/a") ? c "   " : c " us"
+        printf "%-16s %6s %9s %12s %8s ms %5s us %9s %13s %5s %5s %4s\n", s, m, puts[s, m], dels[s, m], p99[s, m], cpu[s, m], cps[s, m], c, lost[s, m], early[s, m], dup[s, m]
     }
     b = "beanstalkd-mem"
     printf "\ndelayd-always / beanstalkd in memory: puts %s, deliveries %s (max rate); p99 lateness %s ms vs %s ms (paced)\n",

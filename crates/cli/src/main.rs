@@ -21,7 +21,10 @@
 //! - `duration`: the one parser of human durations (`250ms`, `30s`,
 //!   `3650d`), sizes (`1MiB`) and `--at` times.
 //! - `bench`: the load generator (`delayd bench`), with its accounting in
-//!   `bench::tally` and its report in `bench::report`.
+//!   `bench::tally`, the server's commit counter in `bench::commits` and
+//!   its report in `bench::report`.
+//! - `fsync_bench`: `delayd fsync-bench`, the disk's own fsync rate,
+//!   latency and CPU per fsync for four file layouts.
 //!
 //! Exit codes: 0 success, 1 the server answered an error (`check`: damage
 //! found), 2 bad usage
@@ -36,6 +39,7 @@ mod completions;
 mod config;
 mod duration;
 mod fd_limit;
+mod fsync_bench;
 mod logging;
 mod output;
 mod schedule;
@@ -44,7 +48,7 @@ mod serve;
 use std::process::ExitCode;
 
 use clap::{Args, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
-use delayd_client::{Client, ClientError};
+use delayd_client::{Client, ClientError, Protocol};
 
 /// `delayd --version`: the crate version, the commit it was built from
 /// (`unknown` outside a git checkout; see build.rs) and the IANA time-zone
@@ -99,11 +103,21 @@ pub(crate) struct Connection {
     /// Print machine-readable JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Speak HTTP/2 instead of HTTP/1.1: prior knowledge over http://
+    /// (h2c), ALPN over https://. Many concurrent requests share one
+    /// connection (and, with `--durability always`, commit groups).
+    #[arg(long)]
+    pub http2: bool,
 }
 
 impl Connection {
     pub fn client(&self) -> Result<Client, ClientError> {
-        let client = Client::new(&self.server)?;
+        let protocol = if self.http2 {
+            Protocol::Http2
+        } else {
+            Protocol::Http1
+        };
+        let client = Client::with_protocol(&self.server, protocol)?;
         // `delayd serve` reads DELAYD_TOKEN as a comma-separated list; a
         // shell that sets it for the server gives the client its first token.
         let token = self
@@ -137,6 +151,9 @@ enum Command {
     Stats(commands::StatsArgs),
     /// Load-test a running server and report lateness, losses, duplicates.
     Bench(bench::BenchArgs),
+    /// Measure the disk's own fsync (append, sparse, fallocate,
+    /// pre-zeroed file): rate, latency, CPU per fsync.
+    FsyncBench(fsync_bench::FsyncBenchArgs),
     #[command(flatten)]
     Admin(admin::AdminCommand),
     /// Recurring schedules: put, get, list, delete, pause, resume,
@@ -164,6 +181,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Queues(args) => commands::queues(args).await,
         Command::Stats(args) => commands::stats(args).await,
         Command::Bench(args) => bench::run(args).await,
+        Command::FsyncBench(args) => fsync_bench::run(args).await,
         Command::Admin(command) => admin::run(command).await,
         Command::Schedule(command) => schedule::run(command).await,
         Command::Check(args) => check::run(args).await,

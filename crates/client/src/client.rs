@@ -26,6 +26,26 @@ pub struct PutQueue {
     pub queue: Queue,
 }
 
+/// The HTTP version a [`Client`] speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.1 only: one request at a time per connection, so concurrent
+    /// requests open (and pool) as many connections as are in flight. With
+    /// `https://` only `http/1.1` is offered by ALPN.
+    #[default]
+    Http1,
+    /// HTTP/2 only, many concurrent requests (streams) on one connection.
+    /// Over `http://` with prior knowledge (h2c: the connection starts with
+    /// the HTTP/2 preface, no upgrade round trip), which delayd's HTTP port
+    /// accepts; over `https://` by ALPN offering only `h2`. A server that
+    /// speaks only HTTP/1.1 fails every request. Worth it when one process
+    /// sends many concurrent requests, above all to a server with
+    /// `--durability always`: an HTTP/1.1 connection waits out one commit
+    /// (fsync) per request, while the streams of one HTTP/2 connection share
+    /// commit groups (docs/api.md, "HTTP/2").
+    Http2,
+}
+
 /// An async client of one delayd server. Cheap to clone (the connection
 /// pool is shared), so clone it into tasks rather than wrapping it in `Arc`.
 #[derive(Clone, Debug)]
@@ -34,14 +54,31 @@ pub struct Client {
     base: Url,
     token: Option<String>,
     timeout: Duration,
+    protocol: Protocol,
 }
 
 impl Client {
     /// Default time allowed for one request (a lease adds its `wait_ms`).
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
-    /// A client of the server at `base_url` (e.g. `http://127.0.0.1:7070`).
+    /// A client of the server at `base_url` (e.g. `http://127.0.0.1:7070`),
+    /// speaking HTTP/1.1.
     pub fn new(base_url: &str) -> Result<Self, ClientError> {
+        Self::with_protocol(base_url, Protocol::Http1)
+    }
+
+    /// A client of the server at `base_url` speaking `protocol`; see
+    /// [`Protocol::Http2`] for when HTTP/2 pays.
+    ///
+    /// ```no_run
+    /// use delayd_client::{Client, Protocol};
+    /// # fn demo() -> Result<(), delayd_client::ClientError> {
+    /// // One connection; every concurrent request of the process is a stream on it.
+    /// let client = Client::with_protocol("http://127.0.0.1:7070", Protocol::Http2)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_protocol(base_url: &str, protocol: Protocol) -> Result<Self, ClientError> {
         let mut base = Url::parse(base_url)
             .map_err(|err| ClientError::InvalidUrl(format!("{base_url}: {err}")))?;
         if base.cannot_be_a_base() || !matches!(base.scheme(), "http" | "https") {
@@ -55,7 +92,15 @@ impl Client {
             let trimmed = base.path().trim_end_matches('/').to_owned();
             base.set_path(&trimmed);
         }
-        let http = reqwest::Client::builder()
+        let builder = reqwest::Client::builder();
+        // Explicit in both cases: with reqwest's `http2` feature on, its
+        // default would offer h2 by ALPN over TLS and change what
+        // `Protocol::Http1` means.
+        let builder = match protocol {
+            Protocol::Http1 => builder.http1_only(),
+            Protocol::Http2 => builder.http2_prior_knowledge(),
+        };
+        let http = builder
             .build()
             .map_err(|err| ClientError::InvalidUrl(format!("HTTP client setup: {err}")))?;
         Ok(Self {
@@ -63,7 +108,13 @@ impl Client {
             base,
             token: None,
             timeout: Self::DEFAULT_TIMEOUT,
+            protocol,
         })
+    }
+
+    /// The HTTP version this client speaks.
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
     }
 
     /// Sends `Authorization: Bearer <token>` with every request.

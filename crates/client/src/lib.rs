@@ -15,6 +15,10 @@
 //! - `broker` (feature `broker`): [`HttpBroker`], the `delayd_core::Broker`
 //!   trait over HTTP, so the conformance suite can run through a real server.
 //!
+//! HTTP/1.1 by default; [`Protocol::Http2`] (prior knowledge over
+//! `http://`, ALPN over `https://`) carries many concurrent requests on one
+//! connection.
+//!
 //! # Example
 //! ```no_run
 //! use delayd_client::{Client, LeaseOptions, NewMessage};
@@ -44,7 +48,7 @@ pub mod wire;
 
 #[cfg(feature = "broker")]
 pub use broker::{HttpBroker, ShutdownHook};
-pub use client::{Client, PutQueue};
+pub use client::{Client, Protocol, PutQueue};
 pub use error::ClientError;
 pub use schedules::PutSchedule;
 pub use wire::{

@@ -41,9 +41,9 @@ pub struct Plan {
     pub produce_end: Instant,
 }
 
-/// State shared by producers, consumers and the orchestrator.
+/// State shared by producers, consumers and the orchestrator. The client
+/// is not here: each task is handed its own (`--connections`).
 pub struct Shared {
-    pub client: Client,
     pub plan: Plan,
     pub tally: Mutex<Tally>,
     pub progress: ProgressBar,
@@ -54,9 +54,8 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(client: Client, plan: Plan, tally: Tally, progress: ProgressBar) -> Self {
+    pub fn new(plan: Plan, tally: Tally, progress: ProgressBar) -> Self {
         Self {
-            client,
             plan,
             tally: Mutex::new(tally),
             progress,
@@ -79,7 +78,7 @@ impl Shared {
     }
 }
 
-pub async fn produce(shared: Arc<Shared>) {
+pub async fn produce(shared: Arc<Shared>, client: Client) {
     let plan = &shared.plan;
     loop {
         let first = shared.next_seq.fetch_add(plan.batch, Ordering::SeqCst);
@@ -99,7 +98,7 @@ pub async fn produce(shared: Arc<Shared>) {
         // A request sent before the deadline gets its answer (bounded by
         // the client's request timeout). Cutting it off at the deadline
         // would count a batch the server applied as failed.
-        let results = send(&shared.client, plan, &messages).await;
+        let results = send(&client, plan, &messages).await;
         record_enqueued(&shared, first, results);
     }
 }
@@ -134,20 +133,20 @@ fn record_enqueued(shared: &Shared, first: u64, results: Vec<Option<Enqueued>>) 
         .set_message(format!("enqueued {}", tally.enqueued_count));
 }
 
-pub async fn consume(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+pub async fn consume(shared: Arc<Shared>, client: Client, mut stop: watch::Receiver<bool>) {
     let options = LeaseOptions {
         max: shared.plan.lease_max,
         wait_ms: LEASE_WAIT_MS,
         lease_ms: None,
     };
     while !*stop.borrow_and_update() {
-        let lease = shared.client.lease(&shared.plan.queue, options);
+        let lease = client.lease(&shared.plan.queue, options);
         let leased = tokio::select! {
             leased = lease => leased,
             _ = stop.changed() => break,
         };
         match leased {
-            Ok(messages) => handle_batch(&shared, messages).await,
+            Ok(messages) => handle_batch(&shared, &client, messages).await,
             Err(_) => {
                 shared.tally().lease_errors += 1;
                 tokio::select! {
@@ -161,7 +160,7 @@ pub async fn consume(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
 
 /// Records a batch (receive time taken once, as the answer arrived), then
 /// acks every message concurrently.
-async fn handle_batch(shared: &Arc<Shared>, messages: Vec<Leased>) {
+async fn handle_batch(shared: &Arc<Shared>, client: &Client, messages: Vec<Leased>) {
     if messages.is_empty() {
         return;
     }
@@ -181,14 +180,15 @@ async fn handle_batch(shared: &Arc<Shared>, messages: Vec<Leased>) {
         }
         shared.progress.set_position(tally.delivered_unique);
     }
-    let acks = ack_all(shared, messages).await;
+    let acks = ack_all(shared, client, messages).await;
     shared.tally().ack_errors += acks;
     shared.delivered.notify_one();
 }
 
-/// Acks concurrently, or in one batch request with `--ack-batch`; returns
-/// how many acks failed.
-async fn ack_all(shared: &Arc<Shared>, messages: Vec<Leased>) -> u64 {
+/// Acks concurrently (on the consumer's own client, so with `--http2` as
+/// streams of its connection), or in one batch request with
+/// `--ack-batch`; returns how many acks failed.
+async fn ack_all(shared: &Arc<Shared>, client: &Client, messages: Vec<Leased>) -> u64 {
     if shared.plan.ack_batch {
         let items: Vec<AckItem> = messages
             .iter()
@@ -197,7 +197,7 @@ async fn ack_all(shared: &Arc<Shared>, messages: Vec<Leased>) -> u64 {
                 lease_id: m.lease_id.clone(),
             })
             .collect();
-        return match shared.client.ack_many(&shared.plan.queue, &items).await {
+        return match client.ack_many(&shared.plan.queue, &items).await {
             Ok(results) => results.iter().filter(|r| r.is_err()).count() as u64,
             Err(_) => items.len() as u64,
         };
@@ -205,12 +205,10 @@ async fn ack_all(shared: &Arc<Shared>, messages: Vec<Leased>) -> u64 {
     let mut acks = JoinSet::new();
     for message in messages {
         let shared = Arc::clone(shared);
+        let client = client.clone();
         acks.spawn(async move {
             let queue = &shared.plan.queue;
-            shared
-                .client
-                .ack(queue, &message.id, &message.lease_id)
-                .await
+            client.ack(queue, &message.id, &message.lease_id).await
         });
     }
     let mut failed = 0;

@@ -10,9 +10,15 @@
 //! reports throughput, lateness percentiles, early deliveries, losses and
 //! duplicates, and exits 1 when any of the last three is not zero.
 //!
+//! Before and after the run it reads the server's commit counter from
+//! `/metrics`, so the report shows commits per second beside the rates.
+//! With `--connections N` the tasks are spread round-robin over N separate
+//! clients (with `--http2`: N connections, each carrying many streams).
+//!
 //! Submodules: `load` (the producer and consumer tasks), `tally` (the
-//! accounting), `report` (the output).
+//! accounting), `commits` (the commit counter), `report` (the output).
 
+mod commits;
 mod load;
 mod report;
 mod tally;
@@ -23,7 +29,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use delayd_client::QueuePut;
+use delayd_client::{Client, QueuePut};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -86,6 +92,14 @@ pub struct BenchArgs {
     /// Keep the generated queue after the run (to inspect what is left).
     #[arg(long)]
     keep: bool,
+    /// Spread producers and consumers round-robin over this many separate
+    /// clients. With `--http2` each client is one connection carrying its
+    /// tasks' requests as concurrent streams (`--http2 --connections 4
+    /// --producers 256`: 64 producers per connection); with HTTP/1.1 each
+    /// still opens a connection per request in flight. Default: one client
+    /// for every task (one pool of connections).
+    #[arg(long)]
+    connections: Option<u32>,
 }
 
 impl BenchArgs {
@@ -103,6 +117,9 @@ impl BenchArgs {
         if self.messages == 0 || self.messages > 10_000_000 {
             return fail("--messages must be within 1..=10000000");
         }
+        if self.connections.is_some_and(|n| !(1..=1000).contains(&n)) {
+            return fail("--connections must be within 1..=1000");
+        }
         Ok(())
     }
 }
@@ -110,6 +127,7 @@ impl BenchArgs {
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     args.validate()?;
     let client = args.conn.client()?.with_timeout(REQUEST_TIMEOUT);
+    let clients = clients(&args, &client)?;
     let generated = args.queue.is_none();
     let queue = args
         .queue
@@ -121,6 +139,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("creating queue {queue}"))?;
 
+    let commits_before = commits::read(&client).await;
     let start = Instant::now();
     let start_ms = now_ms();
     let plan = Plan {
@@ -138,16 +157,19 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     };
     let progress = progress_bar(args.conn.json, args.messages);
     let tally = Tally::new(args.messages)?;
-    let shared = Arc::new(Shared::new(client.clone(), plan, tally, progress));
+    let shared = Arc::new(Shared::new(plan, tally, progress));
 
+    // Round-robin over the clients, consumers and producers each from the
+    // first, so both kinds spread evenly over the connections.
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut consumers = JoinSet::new();
-    for _ in 0..args.consumers {
-        consumers.spawn(load::consume(Arc::clone(&shared), stop_rx.clone()));
+    for client in clients.iter().cycle().take(args.consumers as usize) {
+        let task = load::consume(Arc::clone(&shared), client.clone(), stop_rx.clone());
+        consumers.spawn(task);
     }
     let mut producers = JoinSet::new();
-    for _ in 0..args.producers {
-        producers.spawn(load::produce(Arc::clone(&shared)));
+    for client in clients.iter().cycle().take(args.producers as usize) {
+        producers.spawn(load::produce(Arc::clone(&shared), client.clone()));
     }
     while producers.join_next().await.is_some() {}
     let enqueue_seconds = start.elapsed().as_secs_f64();
@@ -157,6 +179,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let _ = stop_tx.send(true);
     while consumers.join_next().await.is_some() {}
     shared.progress.finish_and_clear();
+    let commits = commits::between(commits_before, commits::read(&client).await);
 
     let mut report = build_report(
         &args,
@@ -167,6 +190,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         enqueue_seconds,
         timed_out,
     );
+    report.commits = commits.map(|(count, _)| count);
+    report.commits_per_s = commits.map(|(_, rate)| rate);
     report.still_queued = client
         .get_queue(&queue)
         .await
@@ -188,6 +213,17 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The clients the tasks share: `client` itself, or `--connections` new
+/// ones (each its own connection pool) configured like it.
+fn clients(args: &BenchArgs, client: &Client) -> anyhow::Result<Vec<Client>> {
+    let Some(count) = args.connections else {
+        return Ok(vec![client.clone()]);
+    };
+    (0..count)
+        .map(|_| Ok(args.conn.client()?.with_timeout(REQUEST_TIMEOUT)))
+        .collect()
 }
 
 /// Waits until every enqueued message was delivered or `drain` after the
@@ -242,6 +278,8 @@ fn build_report(
         queue,
         producers: args.producers,
         consumers: args.consumers,
+        http2: args.conn.http2,
+        connections: args.connections,
         messages: args.messages,
         enqueued: tally.enqueued_count,
         enqueue_errors: tally.enqueue_errors,
@@ -260,6 +298,8 @@ fn build_report(
         delivery_seconds,
         delivery_per_second: rate(tally.delivered_unique, delivery_seconds),
         elapsed_seconds: start.elapsed().as_secs_f64(),
+        commits: None,
+        commits_per_s: None,
         lateness_ms: tally.lateness(),
     }
 }

@@ -19,6 +19,10 @@ pub struct Report {
     pub queue: String,
     pub producers: u32,
     pub consumers: u32,
+    /// `--http2`: the requests went over HTTP/2.
+    pub http2: bool,
+    /// `--connections` (`null`: one client, one pool, for every task).
+    pub connections: Option<u32>,
     /// `--messages`: how many the run tried to enqueue.
     pub messages: u64,
     pub enqueued: u64,
@@ -49,6 +53,12 @@ pub struct Report {
     pub delivery_seconds: f64,
     pub delivery_per_second: f64,
     pub elapsed_seconds: f64,
+    /// The server's storage commits (`delayd_commits_total`) between a
+    /// `/metrics` read before the run and one after it; `null` when
+    /// `/metrics` was unreadable or has no such counter (a Redis store).
+    pub commits: Option<u64>,
+    /// `commits` per second over the time between the two reads.
+    pub commits_per_s: Option<f64>,
     pub lateness_ms: Lateness,
 }
 
@@ -66,6 +76,7 @@ impl Report {
                 "producers / consumers",
                 format!("{} / {}", self.producers, self.consumers),
             ),
+            ("connections", self.connections_text()),
             (
                 "enqueued",
                 format!(
@@ -88,6 +99,7 @@ impl Report {
                     self.delivery_per_second, self.delivery_seconds
                 ),
             ),
+            ("server commits", self.commits_text()),
             ("lateness p50 / p99", format!("{} / {} ms", l.p50, l.p99)),
             ("lateness p999 / max", format!("{} / {} ms", l.p999, l.max)),
             ("early", self.early.to_string()),
@@ -113,5 +125,20 @@ impl Report {
         rows.iter()
             .map(|(k, v)| format!("{k:<width$}  {v}\n"))
             .collect()
+    }
+
+    fn connections_text(&self) -> String {
+        let version = if self.http2 { "HTTP/2" } else { "HTTP/1.1" };
+        match self.connections {
+            Some(n) => format!("{version}, {n} clients"),
+            None => format!("{version}, one client"),
+        }
+    }
+
+    fn commits_text(&self) -> String {
+        match (self.commits, self.commits_per_s) {
+            (Some(count), Some(rate)) => format!("{count} ({rate:.0}/s)"),
+            _ => "? (/metrics unreadable or without delayd_commits_total)".to_owned(),
+        }
     }
 }
