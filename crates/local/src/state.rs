@@ -42,6 +42,15 @@ pub(crate) struct QueueState {
 }
 
 impl QueueState {
+    /// Whether every stored message of the queue is in memory (the counts
+    /// are of stored messages; memory holds a subset of them), so that a
+    /// message not in memory does not exist.
+    pub fn all_in_memory(&self) -> bool {
+        let counts = &self.record.counts;
+        let stored = counts.waiting + counts.leased + counts.dead;
+        self.messages.len() as u64 == stored
+    }
+
     pub fn new(record: QueueRecord) -> Self {
         Self {
             record,
@@ -323,6 +332,12 @@ impl State {
         };
         if let Some(rec) = q.messages.get(id) {
             return Ok(Some(rec.clone()));
+        }
+        if q.all_in_memory() {
+            // Not in memory and nothing of the queue only on disk: absent.
+            // Spares the engine lookup every new id's enqueue made (a
+            // memtable search: 10% of the server's CPU in a profile).
+            return Ok(None);
         }
         self.stored_message(store, &codec::message_key(queue, id))
             .map_err(store_err)

@@ -57,3 +57,57 @@ async fn far_future_messages_stay_on_disk() {
     assert_eq!((stats.scheduled, stats.ready), (10_000, 5));
     broker.shutdown().await.unwrap();
 }
+
+/// An enqueue looks a new id up on disk only while some message of the
+/// queue lives on disk only (`QueueState::all_in_memory`): a repeated id
+/// of a far-future message is still found, before and after the queue's
+/// in-memory messages come and go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_id_of_a_disk_only_message_is_found() {
+    use delayd_core::MessageId;
+    let dir = tempfile::tempdir().unwrap();
+    let queue = QueueName::new("repeat").unwrap();
+    let broker = LocalBroker::open(LocalConfig::new(dir.path()))
+        .await
+        .unwrap();
+    let put = |id: &str, delay: u64| EnqueueRequest {
+        id: Some(MessageId::new(id).unwrap()),
+        schedule: Schedule::Delay(delay),
+        ..EnqueueRequest::default()
+    };
+    let far = broker
+        .enqueue(&queue, vec![put("far", DAY_MS)], EnqueueOptions::default())
+        .await
+        .unwrap()
+        .remove(0)
+        .unwrap();
+    assert!(far.created);
+    broker
+        .enqueue(&queue, vec![put("near", 0)], EnqueueOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(broker.messages_in_memory(), 1, "far is on disk only");
+    for round in 0..2 {
+        let again = broker
+            .enqueue(&queue, vec![put("far", 0)], EnqueueOptions::default())
+            .await
+            .unwrap()
+            .remove(0)
+            .unwrap();
+        assert!(!again.created, "round {round}: far enqueued twice");
+        assert_eq!(again.seq, far.seq);
+        // A new id is still new.
+        let fresh = broker
+            .enqueue(
+                &queue,
+                vec![put(&format!("new{round}"), 0)],
+                EnqueueOptions::default(),
+            )
+            .await
+            .unwrap()
+            .remove(0)
+            .unwrap();
+        assert!(fresh.created);
+    }
+    broker.shutdown().await.unwrap();
+}

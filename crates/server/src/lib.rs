@@ -122,14 +122,14 @@ fn build(broker: Arc<dyn Broker>, options: ServerOptions) -> (Router, Arc<InFlig
     let in_flight = Arc::new(InFlight::default());
     let tokens = auth::Tokens(Arc::new(options.tokens.clone()));
     let max_body = options.max_body;
-    let state = AppState {
+    let state = AppState::new(state::Shared {
         broker,
         options: Arc::new(options),
         push_allow: Arc::new(push_allow),
         metrics: metrics::handle(),
         in_flight: in_flight.clone(),
         exported_queues: Arc::default(),
-    };
+    });
     // Layers run outside-in from the last added: trace, auth, error bodies,
     // panics, then (per route, where the route template is known) metrics, the
     // 408 of a body past its deadline, the Content-Length check, in-flight
