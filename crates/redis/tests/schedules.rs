@@ -10,31 +10,13 @@ use std::sync::Arc;
 
 use delayd_core::testkit::support::eventually;
 use delayd_core::{
-    Broker, Catchup, Clock, EnqueueOptions, LeaseRequest, MessageTemplate, Overlap, QueueName,
-    Recurrence, ScheduleDefinition, ScheduleId, SystemClock, Upsert,
+    Broker, Clock, EnqueueOptions, LeaseRequest, Overlap, QueueName, ScheduleDefinition,
+    ScheduleId, SystemClock, Upsert,
 };
 use delayd_redis::RedisBroker;
-use support::{broker, shared_cluster, unique_prefix, RedisServer};
-
-const EVERY_MS: u64 = 1_000;
-
-fn every(start_at: u64, overlap: Overlap) -> ScheduleDefinition {
-    ScheduleDefinition {
-        recurrence: Recurrence::Every { every_ms: EVERY_MS },
-        start_at,
-        end_at: None,
-        max_fires: None,
-        message: MessageTemplate {
-            payload: b"tick".to_vec(),
-            ..MessageTemplate::default()
-        },
-        catchup: Catchup::All,
-        catchup_window_ms: 3_600_000,
-        overlap,
-        jitter_ms: 0,
-        paused: false,
-    }
-}
+use support::{
+    broker, every_second as every, shared_cluster, unique_prefix, RedisServer, EVERY_MS,
+};
 
 fn now() -> u64 {
     SystemClock.now_ms()

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use delayd_core::testkit::support::eventually;
 use delayd_core::{
-    Broker, Catchup, Clock, EnqueueOptions, ListQuery, MessageState, MessageTemplate, Overlap,
-    QueueName, Recurrence, ScheduleDefinition, ScheduleId, SystemClock,
+    Broker, Clock, EnqueueOptions, ListQuery, MessageState, Overlap, QueueName, ScheduleId,
+    SystemClock,
 };
-use support::{broker, unique_prefix, RedisServer};
+use support::{broker, every_second, unique_prefix, RedisServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fire_times_of_an_outage_are_caught_up() {
@@ -22,18 +22,7 @@ async fn fire_times_of_an_outage_are_caught_up() {
     let q = QueueName::new("outage").unwrap();
     let id = ScheduleId::new("every-second").unwrap();
     let start = SystemClock.now_ms() + 300;
-    let def = ScheduleDefinition {
-        recurrence: Recurrence::Every { every_ms: 1_000 },
-        start_at: start,
-        end_at: None,
-        max_fires: None,
-        message: MessageTemplate::default(),
-        catchup: Catchup::All,
-        catchup_window_ms: 3_600_000,
-        overlap: Overlap::Allow,
-        jitter_ms: 0,
-        paused: false,
-    };
+    let def = every_second(start, Overlap::Allow);
     node.put_schedule(&q, &id, def, EnqueueOptions::default())
         .await
         .unwrap();
