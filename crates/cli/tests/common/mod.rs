@@ -27,6 +27,22 @@ impl Drop for Proc {
     }
 }
 
+/// Makes the kernel SIGKILL the child when the spawning thread dies, so
+/// nothing is left running even when the test process itself is killed.
+#[expect(unsafe_code, reason = "pre_exec and prctl(2) through libc")]
+pub fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// A `delayd serve` child process, SIGKILLed when dropped so a failing test
 /// leaves nothing running.
 pub struct Server {
