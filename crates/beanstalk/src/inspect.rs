@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use delayd_core::{
-    BrokerError, ListQuery, MessageState, QueueInfo, QueueName, QueueStats, Redrive, Reschedule,
-    Schedule,
+    BrokerError, ListQuery, Message, MessageState, QueueInfo, QueueName, QueueStats, Redrive,
+    Reschedule, Schedule,
 };
 
 use crate::reply;
@@ -21,13 +21,24 @@ fn has_jobs(stats: &QueueStats) -> bool {
     stats.scheduled + stats.ready + stats.leased + stats.dead > 0
 }
 
+/// A kick of a delayed job: ready now, its priority kept.
+const READY_NOW: Reschedule = Reschedule {
+    schedule: Some(Schedule::Now),
+    priority: None,
+};
+
+/// A peek's answer: the job found, or `NOT_FOUND`.
+fn found(out: &mut Vec<u8>, message: Option<Message>) {
+    match message {
+        Some(message) => reply::job(out, "FOUND", message.seq, &message.payload),
+        None => reply::line(out, "NOT_FOUND"),
+    }
+}
+
 impl Session {
     /// `peek <id>`: any job, in any tube.
     pub(crate) async fn peek(&mut self, seq: u64, out: &mut Vec<u8>) -> Result<(), BrokerError> {
-        match self.shared.broker.get_by_seq(seq).await? {
-            Some(message) => reply::job(out, "FOUND", message.seq, &message.payload),
-            None => reply::line(out, "NOT_FOUND"),
-        }
+        found(out, self.shared.broker.get_by_seq(seq).await?);
         Ok(())
     }
 
@@ -47,10 +58,7 @@ impl Session {
             Err(BrokerError::QueueNotFound(_)) => None,
             listed => listed?.into_iter().next(),
         };
-        match first {
-            Some(message) => reply::job(out, "FOUND", message.seq, &message.payload),
-            None => reply::line(out, "NOT_FOUND"),
-        }
+        found(out, first);
         Ok(())
     }
 
@@ -88,12 +96,11 @@ impl Session {
             let Some(last) = page.last() else { break };
             after = Some(last.id.clone());
             for message in page {
-                let now = Reschedule {
-                    schedule: Some(Schedule::Now),
-                    priority: None,
-                };
                 // A job that became ready or was taken meanwhile is skipped.
-                match broker.reschedule(&message.queue, &message.id, now).await {
+                match broker
+                    .reschedule(&message.queue, &message.id, READY_NOW)
+                    .await
+                {
                     Ok(_) => kicked += 1,
                     Err(BrokerError::MessageNotFound { .. } | BrokerError::InvalidState { .. }) => {
                     }
@@ -116,11 +123,7 @@ impl Session {
                 broker.redrive(&m.queue, Redrive::Ids(vec![m.id])).await? > 0
             }
             Some(m) if m.state == MessageState::Scheduled => {
-                let now = Reschedule {
-                    schedule: Some(Schedule::Now),
-                    priority: None,
-                };
-                broker.reschedule(&m.queue, &m.id, now).await?;
+                broker.reschedule(&m.queue, &m.id, READY_NOW).await?;
                 true
             }
             _ => false,

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
+use delayd_core::accept::AcceptBackoff;
 use delayd_core::{Broker, Clock, QueueName, SystemClock};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
@@ -148,19 +149,21 @@ impl BeanstalkServer {
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut connections = JoinSet::new();
         metrics::gauge!(MAX_CONNECTIONS).set(self.shared.config.max_connections as f64);
-        let mut failing = AcceptFailing::default();
+        let mut backoff = AcceptBackoff::new("beanstalkd");
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
                 accepted = self.listener.accept() => match accepted {
                     Ok((stream, _)) => {
-                        failing.end();
+                        backoff.recovered();
                         self.admit(stream, &mut connections, stop_rx.clone());
                     }
                     // Per-connection failures (aborted handshakes, fd
                     // exhaustion) must not stop the listener.
-                    Err(error) => failing.pause(error).await,
+                    Err(error) => if let Some(pause) = backoff.failed(&error) {
+                        tokio::time::sleep(pause).await;
+                    },
                 },
                 Some(_) = connections.join_next() => {}
             }
@@ -200,43 +203,6 @@ impl BeanstalkServer {
                 .fetch_sub(1, Ordering::SeqCst);
             metrics::gauge!(CONNECTIONS).decrement(1.0);
         });
-    }
-}
-
-/// Accept errors such as EMFILE repeat for as long as the process is out of
-/// descriptors: one warning when they start, one line when they end, and a
-/// pause that doubles up to a second instead of a retry loop.
-#[derive(Default)]
-struct AcceptFailing {
-    errors: u64,
-    pause_ms: u64,
-}
-
-impl AcceptFailing {
-    async fn pause(&mut self, error: io::Error) {
-        // A client that gave up before the accept is not our trouble (as
-        // on the HTTP listener).
-        if matches!(
-            error.kind(),
-            io::ErrorKind::ConnectionAborted
-                | io::ErrorKind::ConnectionReset
-                | io::ErrorKind::Interrupted
-        ) {
-            return;
-        }
-        if self.errors == 0 {
-            tracing::warn!(%error, "beanstalkd accept failing; retrying with a pause (logged again when it recovers)");
-        }
-        self.errors += 1;
-        self.pause_ms = (self.pause_ms * 2).clamp(10, 1000);
-        tokio::time::sleep(std::time::Duration::from_millis(self.pause_ms)).await;
-    }
-
-    fn end(&mut self) {
-        if self.errors > 0 {
-            tracing::info!(errors = self.errors, "beanstalkd accept recovered");
-        }
-        *self = Self::default();
     }
 }
 

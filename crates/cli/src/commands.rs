@@ -7,7 +7,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use clap::Args;
-use delayd_client::{AckItem, LeaseOptions, Leased, NewMessage, Payload, Queue};
+use delayd_client::{AckItem, Enqueued, LeaseOptions, Leased, NewMessage, Payload, Queue};
 use serde_json::json;
 
 use crate::duration::{millis, parse_at, parse_duration};
@@ -85,13 +85,19 @@ pub async fn put(args: PutArgs) -> anyhow::Result<()> {
         } else {
             "already live (unchanged)"
         };
-        outln!(
-            "{what}: id {} seq {} deliver_at {}",
-            done.id,
-            done.seq,
-            format_time(done.deliver_at)
-        )?;
+        print_enqueued(what, &done)?;
     }
+    Ok(())
+}
+
+/// One line for an enqueued message (`put`, `schedule trigger`).
+pub(crate) fn print_enqueued(what: &str, done: &Enqueued) -> anyhow::Result<()> {
+    outln!(
+        "{what}: id {} seq {} deliver_at {}",
+        done.id,
+        done.seq,
+        format_time(done.deliver_at)
+    )?;
     Ok(())
 }
 

@@ -14,7 +14,7 @@ use delayd_client::wire::{
 };
 use serde_json::json;
 
-use crate::commands::{format_time, parse_header, print_payload, read_payload};
+use crate::commands::{format_time, parse_header, print_enqueued, print_payload, read_payload};
 use crate::duration::{millis, parse_at, parse_duration};
 use crate::output::{outln, print_json};
 use crate::Connection;
@@ -248,13 +248,7 @@ async fn trigger(args: ScheduleArg) -> anyhow::Result<()> {
     if args.conn.json {
         return print_json(&done);
     }
-    outln!(
-        "enqueued: id {} seq {} deliver_at {}",
-        done.id,
-        done.seq,
-        format_time(done.deliver_at)
-    )?;
-    Ok(())
+    print_enqueued("enqueued", &done)
 }
 
 #[derive(Debug, Args)]

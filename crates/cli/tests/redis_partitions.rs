@@ -20,36 +20,20 @@ mod netns;
 mod partition_check;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::os::unix::process::CommandExt as _;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use delayd_client::{Client, LeaseOptions, NewMessage};
 
-use common::{Proc, Server};
+use common::{die_with_parent, Proc, Server};
 use netns::{Net, HTTP_PORT, REDIS_PORT};
 
 const QUEUE: &str = "partitioned";
 const SCHEDULE: &str = "tick";
 const LEASE_MS: u64 = 3_000;
 const NODES: [&str; 2] = ["A", "B"];
-
-/// Makes the kernel SIGKILL the child when the spawning thread dies, so
-/// nothing is left running even when the test process itself is killed.
-#[expect(unsafe_code, reason = "pre_exec and prctl(2) through libc")]
-fn die_with_parent(command: &mut Command) {
-    // SAFETY: prctl is async-signal-safe and touches no memory of ours.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
 
 fn now_ms() -> u64 {
     SystemTime::now()

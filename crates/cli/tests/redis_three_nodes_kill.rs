@@ -9,7 +9,6 @@
 mod common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -19,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use delayd_client::{Client, LeaseOptions, NewMessage, QueuePut, QueueStats, Retry};
 use delayd_core::testkit::net::{free_port, redis_ping};
 
-use common::{serve_command, Proc, Server};
+use common::{die_with_parent, serve_command, Proc, Server};
 
 const QUEUE: &str = "three-nodes";
 const PER_PRODUCER: usize = 500;
@@ -30,21 +29,6 @@ const VICTIM: usize = 1;
 /// producers, so consumers hold leases most of the time (a batch of 20 takes
 /// 160 ms, well within the lease).
 const WORK: Duration = Duration::from_millis(8);
-
-/// Makes the kernel SIGKILL the child when the spawning thread dies, so
-/// nothing is left running even when the test process itself is killed.
-#[expect(unsafe_code, reason = "pre_exec and prctl(2) through libc")]
-fn die_with_parent(command: &mut Command) {
-    // SAFETY: prctl is async-signal-safe and touches no memory of ours.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
 
 /// `redis-server` on a free port (never 6379) with persistence off, in its
 /// own temporary directory.

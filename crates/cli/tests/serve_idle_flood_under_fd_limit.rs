@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -19,14 +18,7 @@ const FD_LIMIT: u32 = 256;
 fn idle_flood_beyond_the_fd_limit_does_not_lock_out_a_new_client() {
     let data = tempfile::tempdir().unwrap();
     let data = data.path().to_str().unwrap();
-    let args = [
-        "--http",
-        "127.0.0.1:0",
-        "--beanstalk",
-        "127.0.0.1:0",
-        "--data",
-        data,
-    ];
+    let args = common::both_listeners_args(data, &[]);
     let server = Server::spawn(common::serve_command_with_fd_limit(FD_LIMIT, &args))
         .unwrap_or_else(|log| panic!("server did not start:\n{log}"));
 
@@ -35,7 +27,7 @@ fn idle_flood_beyond_the_fd_limit_does_not_lock_out_a_new_client() {
         flood.push(TcpStream::connect(server.addr).expect("connect"));
     }
     let started = Instant::now();
-    let health = get(&server, "/healthz");
+    let health = server.http_get("/healthz");
     let latency = started.elapsed();
     println!(
         "new client answered in {latency:?} behind {} idle connections",
@@ -52,7 +44,7 @@ fn idle_flood_beyond_the_fd_limit_does_not_lock_out_a_new_client() {
     );
 
     // 256 descriptors: 128 for clients, split evenly (docs/operations.md).
-    let metrics = get(&server, "/metrics");
+    let metrics = server.http_get("/metrics");
     assert!(
         metrics.contains("\ndelayd_http_max_connections 64\n"),
         "{metrics}"
@@ -61,22 +53,4 @@ fn idle_flood_beyond_the_fd_limit_does_not_lock_out_a_new_client() {
         metrics.contains("\ndelayd_beanstalk_max_connections 64\n"),
         "{metrics}"
     );
-}
-
-/// One request on a fresh connection, read to the server's close.
-fn get(server: &Server, path: &str) -> String {
-    let mut stream = TcpStream::connect(server.addr).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).expect("send");
-    let mut answer = String::new();
-    if let Err(err) = stream.read_to_string(&mut answer) {
-        panic!(
-            "no answer to GET {path}: {err}; so far {answer:?}\n{}",
-            server.log()
-        );
-    }
-    answer
 }

@@ -17,16 +17,7 @@ use common::Server;
 fn a_budget_of_one_is_one_connection_over_both_listeners() {
     let data = tempfile::tempdir().unwrap();
     let data = data.path().to_str().unwrap();
-    let args = [
-        "--http",
-        "127.0.0.1:0",
-        "--beanstalk",
-        "127.0.0.1:0",
-        "--data",
-        data,
-        "--max-connections",
-        "1",
-    ];
+    let args = common::both_listeners_args(data, &["--max-connections", "1"]);
     let server = Server::try_start_with(&args, None, &[])
         .unwrap_or_else(|log| panic!("server did not start:\n{log}"));
     let beanstalk = beanstalk_addr(&server);
@@ -36,7 +27,7 @@ fn a_budget_of_one_is_one_connection_over_both_listeners() {
         beanstalk_command(&mut worker, "use orders\r\n"),
         "USING orders\r\n"
     );
-    let answer = http_get(&server, "/healthz");
+    let answer = server.http_get("/healthz");
     assert!(
         answer.starts_with("HTTP/1.1 503"),
         "a second connection was served: {answer}\n{}",
@@ -106,17 +97,4 @@ fn beanstalk_command(stream: &mut TcpStream, command: &str) -> String {
         }
     }
     String::from_utf8_lossy(&reply).into_owned()
-}
-
-/// One request on a fresh connection, read to the server's close.
-fn http_get(server: &Server, path: &str) -> String {
-    let mut stream = TcpStream::connect(server.addr).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
-    let _ = stream.write_all(request.as_bytes());
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    String::from_utf8_lossy(&answer).into_owned()
 }

@@ -11,6 +11,8 @@
 //! - [`pipeline`]: the calls of [`Broker::pipeline`] (one client's
 //!   back-to-back calls as one durable step).
 //! - [`poison`]: the brokers' lock that ignores poisoning.
+//! - [`accept`]: the frontends' policy for a failing `accept` (pause and
+//!   log a run of failures once).
 //! - [`recurring`]: recurring schedules: ids, definitions, the fire-time
 //!   arithmetic (cron in IANA zones, `every_ms`) and the firing step every
 //!   backend runs.
@@ -59,6 +61,7 @@
 //! # }
 //! ```
 
+pub mod accept;
 pub mod broker;
 pub mod clock;
 pub mod error;

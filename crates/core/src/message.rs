@@ -23,6 +23,9 @@ pub enum MessageState {
 }
 
 impl MessageState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [MessageState; 4] = [Self::Scheduled, Self::Ready, Self::Leased, Self::Dead];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Scheduled => "scheduled",

@@ -3,6 +3,8 @@
 //! measurement; `Never` in the same run is the no-fsync baseline.
 //! N messages per row: env `DELAYD_BENCH_N` (default 20000).
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -59,10 +61,7 @@ async fn row(producers: usize, total: usize, durability: Durability) {
 
 #[tokio::main]
 async fn main() {
-    let total: usize = std::env::var("DELAYD_BENCH_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000);
+    let total = support::env_u64("DELAYD_BENCH_N", 20_000) as usize;
     println!(
         "{:>9} {:>6} {:>12} {:>10} {:>10}",
         "mode", "prod", "msgs/s", "fsyncs/s", "msgs/fsync"

@@ -2,6 +2,8 @@
 //! message (from /proc/self/statm) and time from open to first delivery
 //! after a restart. N: env `DELAYD_BENCH_N` (default 200000).
 
+mod support;
+
 use std::time::Instant;
 
 use delayd_core::{Broker, EnqueueOptions, EnqueueRequest, LeaseRequest, QueueName, Schedule};
@@ -19,10 +21,7 @@ fn rss_bytes() -> u64 {
 
 #[tokio::main]
 async fn main() {
-    let n: u64 = std::env::var("DELAYD_BENCH_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200_000);
+    let n = support::env_u64("DELAYD_BENCH_N", 200_000);
     let dir = tempfile::tempdir().expect("tempdir");
     let queue = QueueName::new("memory").expect("queue");
     let mut config = LocalConfig::new(dir.path());
@@ -30,19 +29,10 @@ async fn main() {
     let broker = LocalBroker::open(config).await.expect("open");
     let rss_before = rss_bytes();
     let month_ms = 30 * 86_400_000u64;
-    for start in (0..n).step_by(1000) {
-        let requests = (start..(start + 1000).min(n))
-            .map(|i| EnqueueRequest {
-                schedule: Schedule::Delay(600_000 + i * (month_ms / n)),
-                payload: vec![0; 100],
-                ..EnqueueRequest::default()
-            })
-            .collect();
-        broker
-            .enqueue(&queue, requests, EnqueueOptions::default())
-            .await
-            .expect("enqueue");
-    }
+    support::enqueue_batched(&broker, &queue, n, |i| {
+        Schedule::Delay(600_000 + i * (month_ms / n))
+    })
+    .await;
     broker
         .enqueue(
             &queue,

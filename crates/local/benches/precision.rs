@@ -3,25 +3,19 @@
 //! deliver_at) p50/p99/max and the number delivered early (must be 0).
 //! N: env `DELAYD_BENCH_N` (default 20000); spread: `DELAYD_BENCH_SPREAD_MS`.
 
+mod support;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use delayd_core::{
-    Broker, Clock, EnqueueOptions, EnqueueRequest, LeaseRequest, QueueName, Schedule, SystemClock,
-};
+use delayd_core::{Broker, Clock, LeaseRequest, QueueName, Schedule, SystemClock};
 use delayd_local::{LocalBroker, LocalConfig};
 use hdrhistogram::Histogram;
 
 #[tokio::main]
 async fn main() {
-    let n: u64 = std::env::var("DELAYD_BENCH_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000);
-    let spread: u64 = std::env::var("DELAYD_BENCH_SPREAD_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
+    let n = support::env_u64("DELAYD_BENCH_N", 20_000);
+    let spread = support::env_u64("DELAYD_BENCH_SPREAD_MS", 10_000);
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = Arc::new(
         LocalBroker::open(LocalConfig::new(dir.path()))
@@ -30,20 +24,7 @@ async fn main() {
     );
     let queue = QueueName::new("precision").expect("queue");
     let start = SystemClock.now_ms() + 2_000;
-    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
-        let requests = chunk
-            .iter()
-            .map(|i| EnqueueRequest {
-                schedule: Schedule::At(start + i * spread / n),
-                payload: vec![1; 100],
-                ..EnqueueRequest::default()
-            })
-            .collect();
-        broker
-            .enqueue(&queue, requests, EnqueueOptions::default())
-            .await
-            .expect("enqueue");
-    }
+    support::enqueue_batched(&broker, &queue, n, |i| Schedule::At(start + i * spread / n)).await;
     let hist = Arc::new(Mutex::new(Histogram::<u64>::new(3).expect("histogram")));
     let (done, early) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let consumers: Vec<_> = (0..32)

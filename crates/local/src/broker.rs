@@ -10,15 +10,14 @@ use tokio::sync::{watch, Notify};
 use crate::sync::StateCell;
 use tokio::task::JoinHandle;
 
-use crate::codec::FORMAT_VERSION;
 use crate::config::LocalConfig;
-use crate::consume::Failure;
 use crate::disk::DiskGuard;
 use crate::driver;
-use crate::error::{OpenError, StoreError};
+use crate::error::OpenError;
+use crate::recover::{self, Occasion};
 use crate::state::{State, Tx};
 use crate::store::Store;
-use crate::sync::{Reopen, SyncSetup, Syncer};
+use crate::sync::{SyncSetup, Syncer};
 use crate::waiters::Handed;
 
 /// What [`LocalBroker::open`] found and did.
@@ -89,42 +88,28 @@ impl LocalBroker {
     /// last durable state. Must be called inside a tokio runtime.
     pub async fn open(config: LocalConfig) -> Result<LocalBroker, OpenError> {
         let started = Instant::now();
-        let path = config.data_dir.clone();
-        let fail = |source: StoreError| OpenError::Store {
-            path: path.clone(),
-            source,
-        };
-        let opened = Store::open(&config.data_dir, config.payload_cache_bytes).map_err(fail)?;
-        let store = opened.store;
-        match store.format_version().map_err(fail)? {
-            None => store.init_format().map_err(fail)?,
-            Some(FORMAT_VERSION) => {}
-            Some(found) => {
-                return Err(OpenError::FormatVersion {
-                    path,
-                    found,
-                    expected: FORMAT_VERSION,
-                })
-            }
-        }
-        let mut state = State::new(store.seq_high_water().map_err(fail)? + 1);
-        let now = config.clock.now_ms();
-        let mut report = recover(&mut state, &store, now, config.horizon_ms).map_err(fail)?;
-        report.torn_tail_bytes = opened.torn_tail_bytes;
-        if report.torn_tail_detected() {
-            tracing::warn!(
-                bytes = report.torn_tail_bytes,
-                "journal tail was damaged; cut off"
-            );
-        }
-        let mut store = store;
+        let opened =
+            Store::open(&config.data_dir, config.payload_cache_bytes).map_err(|source| {
+                OpenError::Store {
+                    path: config.data_dir.clone(),
+                    source,
+                }
+            })?;
+        let mut store = opened.store;
+        let (state, mut report) = recover::load(
+            &store,
+            opened.torn_tail_bytes,
+            Occasion::Start,
+            config.clock.now_ms(),
+            config.horizon_ms,
+        )?;
         store.arm_faults(Arc::new(crate::fault::from_config(&config)));
         let store = Arc::new(store);
         let cell = Arc::new(StateCell::new(state));
         let setup = SyncSetup {
             dir: config.data_dir.clone(),
             durability: config.durability,
-            reopen: reopener(
+            reopen: recover::reopener(
                 Arc::clone(&store),
                 Arc::clone(&config.clock),
                 config.horizon_ms,
@@ -141,11 +126,6 @@ impl LocalBroker {
             stop: watch::channel(false).0,
             disk: DiskGuard::new(&config.data_dir, config.disk_reserve),
         });
-        // Recovery changed records (expired leases): durable before serving.
-        inner
-            .store
-            .persist(fjall::PersistMode::SyncAll)
-            .map_err(fail)?;
         let driver = tokio::spawn(driver::run(Arc::clone(&inner)));
         report.open_duration = started.elapsed();
         Ok(LocalBroker {
@@ -203,98 +183,6 @@ impl Drop for LocalBroker {
 }
 
 use delayd_core::poison::lock;
-
-/// Rebuilds memory from the store: queues, the horizon's messages, dead
-/// messages, and leases of the previous process (expired now).
-fn recover(
-    state: &mut State,
-    store: &Store,
-    now: u64,
-    horizon_ms: u64,
-) -> Result<RecoveryReport, StoreError> {
-    let mut report = RecoveryReport::default();
-    for (name, record) in store.all_queues()? {
-        report.messages_on_disk +=
-            record.counts.waiting + record.counts.leased + record.counts.dead;
-        state
-            .queues
-            .insert(name, crate::state::QueueState::new(record));
-    }
-    let mut tx = Tx::default();
-    // Horizon first: expired leases are placed relative to it.
-    while driver::load_horizon_step(state, store, now, horizon_ms, &mut tx)? {}
-    for key in store.pinned_keys()? {
-        let (queue, _) = crate::codec::decode_message_key(&key)?;
-        let Some(rec) = store.message(&key)? else {
-            continue;
-        };
-        let leased = rec.state == delayd_core::MessageState::Leased;
-        state.load(&queue, rec.clone(), now, &mut tx);
-        if leased {
-            report.leases_expired += 1;
-            let failure = Failure {
-                delay_ms: None,
-                priority: None,
-                may_die: true,
-                timed_out: true,
-            };
-            state
-                .fail(&queue, rec, failure, now, &mut tx)
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        }
-    }
-    report.schedules_armed = state.load_schedules(store, now)?;
-    state.absorb(tx);
-    state.flush_pending(store)?;
-    // Recovery's writes need no sync-thread round: open fsyncs them.
-    state.sync_needed = false;
-    report.messages_in_memory = state.queues.values().map(|q| q.messages.len() as u64).sum();
-    Ok(report)
-}
-
-/// The in-process reopen the sync thread runs after a failed write.
-fn reopener(store: Arc<Store>, clock: Arc<dyn Clock>, horizon_ms: u64) -> Reopen {
-    Box::new(move |state: &mut State| {
-        let report =
-            reopen(&store, clock.now_ms(), horizon_ms, state).map_err(|e| e.to_string())?;
-        tracing::warn!(
-            torn_tail_bytes = report.torn_tail_bytes,
-            messages_on_disk = report.messages_on_disk,
-            leases_expired = report.leases_expired,
-            "storage engine reopened; memory rebuilt from the disk"
-        );
-        Ok(())
-    })
-}
-
-/// Reopens the engine and replaces `state` (locked by the caller) with
-/// memory rebuilt from the disk, as [`LocalBroker::open`] builds it: what
-/// memory held beyond the disk was never durable, and its callers were
-/// answered `Unavailable`. Leases come back expired, as after a restart;
-/// lease calls waiting now get an empty answer (their wait ends).
-fn reopen(
-    store: &Store,
-    now: u64,
-    horizon_ms: u64,
-    state: &mut State,
-) -> Result<RecoveryReport, StoreError> {
-    let torn_tail_bytes = store.reopen()?;
-    let found = store.format_version()?;
-    if found != Some(FORMAT_VERSION) {
-        return Err(StoreError::Corrupt(format!(
-            "format version {found:?} on disk, {FORMAT_VERSION} expected"
-        )));
-    }
-    // Seqs handed out in the lost groups are skipped, not reused: a caller
-    // told "maybe applied" may still hold one.
-    let next_seq = (store.seq_high_water()? + 1).max(state.next_seq);
-    let mut fresh = State::new(next_seq);
-    let mut report = recover(&mut fresh, store, now, horizon_ms)?;
-    store.persist(fjall::PersistMode::SyncAll)?;
-    report.torn_tail_bytes = torn_tail_bytes;
-    *state = fresh;
-    Ok(report)
-}
 
 impl Inner {
     pub fn lock_state(&self) -> MutexGuard<'_, State> {

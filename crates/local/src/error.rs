@@ -37,7 +37,8 @@ fn summary(found: &[Finding]) -> String {
     }
 }
 
-/// Why [`crate::LocalBroker::open`] failed.
+/// Why loading the store into memory failed: at [`crate::LocalBroker::open`]
+/// or at the sync thread's reopen after a failed write.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("cannot open store at {path}: {source}")]
@@ -48,6 +49,10 @@ pub enum OpenError {
         found: u8,
         expected: u8,
     },
+    /// The store was open a moment ago (the reopen after a failed write)
+    /// and now has no format version: its files are gone, not new.
+    #[error("store at {path} lost its format version while open")]
+    FormatMissing { path: PathBuf },
 }
 
 impl OpenError {
@@ -79,7 +84,7 @@ impl OpenError {
                             | fjall::Error::Unrecoverable
                     )
             ),
-            OpenError::FormatVersion { .. } => false,
+            OpenError::FormatVersion { .. } | OpenError::FormatMissing { .. } => false,
         }
     }
 }

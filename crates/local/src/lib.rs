@@ -2,8 +2,10 @@
 //!
 //! # Layout
 //! - [`config`]: [`LocalConfig`] and the [`Durability`] modes.
-//! - `broker`: opening, recovery, the skeleton of every call (lock, change,
-//!   join the open commit group, wait for its fsync), shutdown.
+//! - `broker`: opening, the skeleton of every call (lock, change, join the
+//!   open commit group, wait for its fsync), shutdown.
+//! - `recover`: loading the disk into memory, one sequence for the open
+//!   and for the sync thread's reopen after a failed write.
 //! - `api`: `impl Broker for LocalBroker`, argument checks.
 //! - `state`: what is in memory (queues, the horizon's messages, ready
 //!   sets, timers) and the place/unlink primitives every transition uses.
@@ -88,6 +90,7 @@ mod lease;
 mod messages;
 mod pipeline;
 mod prezero;
+mod recover;
 mod schedule_codec;
 mod schedules;
 mod state;

@@ -265,6 +265,11 @@ impl Store {
         Ok(torn_tail_bytes)
     }
 
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Faults reads from now on as `faults` plans (after recovery, so
     /// that tests fault the calls, not the open).
     pub fn arm_faults(&mut self, faults: Arc<Faults>) {

@@ -38,6 +38,7 @@ use fjall::PersistMode;
 use tokio::sync::watch;
 
 use crate::config::Durability;
+use crate::error::OpenError;
 use crate::fault::Faults;
 use crate::prezero::Prezero;
 use crate::state::State;
@@ -115,7 +116,7 @@ impl Durable {
 
 /// Rebuilds the engine and memory after a failed write (the open path, in
 /// process), given the state with its lock held; replaces the state.
-pub(crate) type Reopen = Box<dyn Fn(&mut State) -> Result<(), String> + Send + Sync>;
+pub(crate) type Reopen = Box<dyn Fn(&mut State) -> Result<(), OpenError> + Send + Sync>;
 
 struct Shared {
     cell: Arc<StateCell>,

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use delayd_core::{
-    Broker, Clock, EnqueueOptions, EnqueueRequest, LeaseRequest, QueueName, Schedule, SkewedClock,
+    Broker, Clock, Delivery, EnqueueOptions, EnqueueRequest, LeaseRequest, QueueName, Schedule,
+    SkewedClock,
 };
 use delayd_local::{LocalBroker, LocalConfig};
 
@@ -29,6 +30,26 @@ async fn enqueue(broker: &LocalBroker, queue: &QueueName, schedule: Schedule) ->
     out[0].as_ref().unwrap().deliver_at
 }
 
+/// A lease of one message of `queue`, waiting up to `wait_ms`: what it got
+/// and how long it took.
+async fn lease_one(
+    broker: &LocalBroker,
+    queue: &QueueName,
+    wait_ms: u64,
+) -> (Vec<Delivery>, Duration) {
+    let started = Instant::now();
+    let request = LeaseRequest {
+        max: 1,
+        wait_ms,
+        lease_ms: None,
+    };
+    let got = broker
+        .lease(std::slice::from_ref(queue), request)
+        .await
+        .unwrap();
+    (got, started.elapsed())
+}
+
 #[tokio::test]
 async fn backwards_jump_does_not_fire_early() {
     const HOUR: i64 = 3_600_000;
@@ -39,15 +60,7 @@ async fn backwards_jump_does_not_fire_early() {
     clock.jump(-HOUR);
     // 300 ms of real time pass; by the (jumped) wall clock the message is
     // still an hour away, so it must not be delivered.
-    let request = LeaseRequest {
-        max: 1,
-        wait_ms: 800,
-        lease_ms: None,
-    };
-    let got = broker
-        .lease(std::slice::from_ref(&queue), request)
-        .await
-        .unwrap();
+    let (got, _) = lease_one(&broker, &queue, 800).await;
     assert!(
         got.is_empty(),
         "delivered while wall time {} < deliver_at {deliver_at}",
@@ -55,25 +68,15 @@ async fn backwards_jump_does_not_fire_early() {
     );
     // Jump back: it is due now by wall time and fires at once.
     clock.jump(HOUR);
-    let started = Instant::now();
-    let request = LeaseRequest {
-        max: 1,
-        wait_ms: 5_000,
-        lease_ms: None,
-    };
-    let got = broker
-        .lease(std::slice::from_ref(&queue), request)
-        .await
-        .unwrap();
+    let (got, waited) = lease_one(&broker, &queue, 5_000).await;
     assert_eq!(got.len(), 1);
     assert!(
         clock.now_ms() >= deliver_at,
         "fired before its wall-clock deliver_at"
     );
     assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "slow after the clock came back: {:?}",
-        started.elapsed()
+        waited < Duration::from_secs(1),
+        "slow after the clock came back: {waited:?}"
     );
     broker.shutdown().await.unwrap();
 }
@@ -92,22 +95,9 @@ async fn forwards_jump_fires_promptly() {
         "a message an hour away stays on disk"
     );
     clock.jump(3_600_000 + 10);
-    let started = Instant::now();
-    let request = LeaseRequest {
-        max: 1,
-        wait_ms: 5_000,
-        lease_ms: None,
-    };
-    let got = broker
-        .lease(std::slice::from_ref(&queue), request)
-        .await
-        .unwrap();
+    let (got, waited) = lease_one(&broker, &queue, 5_000).await;
     assert_eq!(got.len(), 1, "not delivered after the forward jump");
     assert!(clock.now_ms() >= deliver_at);
-    assert!(
-        started.elapsed() < Duration::from_millis(1_000),
-        "took {:?}",
-        started.elapsed()
-    );
+    assert!(waited < Duration::from_millis(1_000), "took {waited:?}");
     broker.shutdown().await.unwrap();
 }

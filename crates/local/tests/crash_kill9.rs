@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use delayd_core::testkit::support::list_by_state;
 use delayd_core::{
     Broker, BrokerError, ListQuery, ManualClock, MessageId, MessageState, QueueName,
 };
@@ -140,19 +141,9 @@ async fn check_store(
     // message may be seen as scheduled and then as ready: same id, same seq.)
     let mut seq_of = std::collections::HashMap::new();
     let mut id_of = std::collections::HashMap::new();
-    for state in [
-        MessageState::Scheduled,
-        MessageState::Ready,
-        MessageState::Leased,
-        MessageState::Dead,
-    ] {
-        let query = ListQuery {
-            state,
-            after: None,
-            limit: u32::MAX,
-        };
+    for (state, messages) in list_by_state(&broker, &queue, u32::MAX).await {
         let mut in_this_list = HashSet::new();
-        for m in broker.list(&queue, query).await.expect("list") {
+        for m in messages {
             assert!(
                 in_this_list.insert(m.id.clone()),
                 "{} listed twice as {state}",

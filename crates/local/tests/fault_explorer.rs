@@ -22,8 +22,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use delayd_core::testkit::support::list_by_state;
 use delayd_core::{
-    Broker, BrokerError, BrokerResult, Catchup, EnqueueOptions, EnqueueRequest, LeaseId, ListQuery,
+    Broker, BrokerError, BrokerResult, Catchup, EnqueueOptions, EnqueueRequest, LeaseId,
     ManualClock, MessageId, MessageState, MessageTemplate, Overlap, QueueConfigPatch, QueueName,
     Recurrence, RetryPolicy, Schedule, ScheduleDefinition, ScheduleId,
 };
@@ -390,20 +391,11 @@ async fn counts_consistent(broker: &LocalBroker, context: &dyn Fn() -> String) {
         let Ok(before) = broker.get_queue(&q).await else {
             return;
         };
-        let mut listed = Vec::new();
-        for state in [
-            MessageState::Scheduled,
-            MessageState::Ready,
-            MessageState::Leased,
-            MessageState::Dead,
-        ] {
-            let query = ListQuery {
-                state,
-                after: None,
-                limit: 1_000,
-            };
-            listed.push(broker.list(&q, query).await.expect("list").len() as u64);
-        }
+        let listed: Vec<u64> = list_by_state(broker, &q, 1_000)
+            .await
+            .iter()
+            .map(|(_, messages)| messages.len() as u64)
+            .collect();
         let after = broker.get_queue(&q).await.expect("get_queue").stats;
         let s = before.stats;
         let stats = vec![s.scheduled, s.ready, s.leased, s.dead];

@@ -23,10 +23,11 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use delayd_core::testkit::support::list_by_state;
 use delayd_core::testkit::ModelBroker;
 use delayd_core::{
     Broker, BrokerError, BrokerResult, Catchup, EnqueueOptions, EnqueueRequest, LeaseId,
-    LeaseRequest, ListQuery, ManualClock, MessageId, MessageState, MessageTemplate, Nack, Overlap,
+    LeaseRequest, ManualClock, MessageId, MessageState, MessageTemplate, Nack, Overlap,
     QueueConfigPatch, QueueName, QueueStats, Recurrence, Reschedule, RetryPolicy, Schedule,
     ScheduleDefinition, ScheduleId, ScheduleRecord,
 };
@@ -212,21 +213,8 @@ async fn snapshot(b: &dyn Broker) -> Snapshot {
     }
     let stats = b.get_queue(&q).await.expect("get_queue").stats;
     let mut by_state = Vec::new();
-    for state in [
-        MessageState::Scheduled,
-        MessageState::Ready,
-        MessageState::Leased,
-        MessageState::Dead,
-    ] {
-        let query = ListQuery {
-            state,
-            after: None,
-            limit: 1_000,
-        };
-        let mut list: Vec<_> = b
-            .list(&q, query)
-            .await
-            .expect("list")
+    for (_, messages) in list_by_state(b, &q, 1_000).await {
+        let mut list: Vec<_> = messages
             .into_iter()
             .map(|m| (m.id.as_str().to_string(), m.deliver_at, m.priority))
             .collect();

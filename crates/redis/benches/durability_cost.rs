@@ -150,40 +150,34 @@ async fn measure(setting: &Setting) -> (f64, Duration, Duration) {
     )
 }
 
-fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-        println!("load average at start: {}", load.trim());
-        let mut rates = vec![Vec::new(); SETTINGS.len()];
-        let mut p50s = vec![Vec::new(); SETTINGS.len()];
-        let mut p99s = vec![Vec::new(); SETTINGS.len()];
-        for _ in 0..ROUNDS {
-            for (i, setting) in SETTINGS.iter().enumerate() {
-                let (rate, p50, p99) = measure(setting).await;
-                rates[i].push(rate);
-                p50s[i].push(p50);
-                p99s[i].push(p99);
-            }
-        }
-        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-        let base = mean(&rates[0]);
-        println!("enqueue calls of 1 message, {PRODUCERS} producers, {LENGTH:?} x {ROUNDS} rounds");
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("load average at start: {}", load.trim());
+    let mut rates = vec![Vec::new(); SETTINGS.len()];
+    let mut p50s = vec![Vec::new(); SETTINGS.len()];
+    let mut p99s = vec![Vec::new(); SETTINGS.len()];
+    for _ in 0..ROUNDS {
         for (i, setting) in SETTINGS.iter().enumerate() {
-            println!(
-                "{:48} {:7.0} calls/s  ratio {:.2}  p50 {:?}  p99 {:?}",
-                setting.name,
-                mean(&rates[i]),
-                mean(&rates[i]) / base,
-                p50s[i],
-                p99s[i]
-            );
+            let (rate, p50, p99) = measure(setting).await;
+            rates[i].push(rate);
+            p50s[i].push(p50);
+            p99s[i].push(p99);
         }
-        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-        println!("load average at end: {}", load.trim());
-    });
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let base = mean(&rates[0]);
+    println!("enqueue calls of 1 message, {PRODUCERS} producers, {LENGTH:?} x {ROUNDS} rounds");
+    for (i, setting) in SETTINGS.iter().enumerate() {
+        println!(
+            "{:48} {:7.0} calls/s  ratio {:.2}  p50 {:?}  p99 {:?}",
+            setting.name,
+            mean(&rates[i]),
+            mean(&rates[i]) / base,
+            p50s[i],
+            p99s[i]
+        );
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("load average at end: {}", load.trim());
 }

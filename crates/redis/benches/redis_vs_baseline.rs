@@ -29,14 +29,6 @@ const PACED_MESSAGES: usize = 500;
 const PACE_MS: u64 = 4;
 const MEMORY_MESSAGES: usize = 20_000;
 
-const MOVER: &str = r"
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 1000)
-for _, id in ipairs(due) do
-  redis.call('ZREM', KEYS[1], id)
-  redis.call('LPUSH', KEYS[2], id)
-end
-return #due";
-
 fn now() -> u64 {
     SystemClock.now_ms()
 }
@@ -236,7 +228,7 @@ async fn baseline_paced(client: &redis::Client) {
     let mover = {
         let mut c = client.get_multiplexed_async_connection().await.unwrap();
         tokio::spawn(async move {
-            let script = redis::Script::new(MOVER);
+            let script = redis::Script::new(workload::MOVER);
             while Instant::now() < stop {
                 let _: u64 = script
                     .key("p:delayed")
@@ -390,46 +382,40 @@ async fn run_workload() {
     }
 }
 
-fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    run_workload().await;
+    if std::env::args().any(|a| a == "workload") {
+        return;
+    }
+    let server = RedisServer::start();
+    let client = redis::Client::open(server.url()).unwrap();
+    let conn = client.get_multiplexed_async_connection().await.unwrap();
+    println!(
+        "redis-server {}",
+        server
+            .cli(&["info", "server"])
+            .lines()
+            .find(|l| l.starts_with("redis_version"))
+            .unwrap_or("?")
+            .trim()
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut conn.clone())
+        .await
         .unwrap();
-    runtime.block_on(async {
-        run_workload().await;
-        if std::env::args().any(|a| a == "workload") {
-            return;
-        }
-        let server = RedisServer::start();
-        let client = redis::Client::open(server.url()).unwrap();
-        let conn = client.get_multiplexed_async_connection().await.unwrap();
-        println!(
-            "redis-server {}",
-            server
-                .cli(&["info", "server"])
-                .lines()
-                .find(|l| l.starts_with("redis_version"))
-                .unwrap_or("?")
-                .trim()
-        );
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async(&mut conn.clone())
-            .await
-            .unwrap();
-        delayd_throughput(&server.url()).await;
-        let stats: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(&mut conn.clone())
-            .await
-            .unwrap();
-        for line in stats.lines().filter(|l| l.starts_with("cmdstat_evalsha")) {
-            println!("delayd throughput phase, server side: {}", line.trim());
-        }
-        baseline_throughput(&conn).await;
-        delayd_paced(&server.url()).await;
-        baseline_paced(&client).await;
-        memory(&server.url(), &conn).await;
-    });
+    delayd_throughput(&server.url()).await;
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn.clone())
+        .await
+        .unwrap();
+    for line in stats.lines().filter(|l| l.starts_with("cmdstat_evalsha")) {
+        println!("delayd throughput phase, server side: {}", line.trim());
+    }
+    baseline_throughput(&conn).await;
+    delayd_paced(&server.url()).await;
+    baseline_paced(&client).await;
+    memory(&server.url(), &conn).await;
 }

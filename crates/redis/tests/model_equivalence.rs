@@ -12,12 +12,13 @@ mod support;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use delayd_core::testkit::support::list_by_state;
 use delayd_core::testkit::ModelBroker;
 use delayd_core::{
     Broker, BrokerResult, Catchup, Clock, EnqueueOptions, EnqueueRequest, LeaseId, LeaseRequest,
-    ListQuery, ManualClock, MessageId, MessageState, MessageTemplate, Nack, Overlap,
-    QueueConfigPatch, QueueName, Recurrence, Redrive, Reschedule, RetryPolicy, Schedule,
-    ScheduleDefinition, ScheduleId,
+    ManualClock, MessageId, MessageState, MessageTemplate, Nack, Overlap, QueueConfigPatch,
+    QueueName, Recurrence, Redrive, Reschedule, RetryPolicy, Schedule, ScheduleDefinition,
+    ScheduleId,
 };
 use delayd_redis::{RedisBroker, RedisConfig};
 use rand::rngs::StdRng;
@@ -43,18 +44,8 @@ type View = (
 
 async fn view(b: &dyn Broker, q: &QueueName) -> Vec<View> {
     let mut out = Vec::new();
-    for state in [
-        MessageState::Scheduled,
-        MessageState::Ready,
-        MessageState::Leased,
-        MessageState::Dead,
-    ] {
-        let query = ListQuery {
-            state,
-            after: None,
-            limit: 100,
-        };
-        for m in b.list(q, query).await.unwrap() {
+    for (_, messages) in list_by_state(b, q, 100).await {
+        for m in messages {
             out.push((
                 m.id.to_string(),
                 m.state,

@@ -7,34 +7,16 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
+use delayd_core::testkit::support::eventually;
 use delayd_core::{
-    Broker, Catchup, Clock, EnqueueOptions, LeaseRequest, MessageTemplate, Overlap, QueueName,
-    Recurrence, ScheduleDefinition, ScheduleId, SystemClock, Upsert,
+    Broker, Clock, EnqueueOptions, LeaseRequest, Overlap, QueueName, ScheduleDefinition,
+    ScheduleId, SystemClock, Upsert,
 };
 use delayd_redis::RedisBroker;
-use support::{broker, shared_cluster, unique_prefix, RedisServer};
-
-const EVERY_MS: u64 = 1_000;
-
-fn every(start_at: u64, overlap: Overlap) -> ScheduleDefinition {
-    ScheduleDefinition {
-        recurrence: Recurrence::Every { every_ms: EVERY_MS },
-        start_at,
-        end_at: None,
-        max_fires: None,
-        message: MessageTemplate {
-            payload: b"tick".to_vec(),
-            ..MessageTemplate::default()
-        },
-        catchup: Catchup::All,
-        catchup_window_ms: 3_600_000,
-        overlap,
-        jitter_ms: 0,
-        paused: false,
-    }
-}
+use support::{
+    broker, every_second as every, shared_cluster, unique_prefix, RedisServer, EVERY_MS,
+};
 
 fn now() -> u64 {
     SystemClock.now_ms()
@@ -151,11 +133,20 @@ async fn overlap_skip_holds_across_nodes() {
     let b = broker(vec![server.url()], 1, &prefix).await;
     let q = QueueName::new("skip").unwrap();
     let id = ScheduleId::new("one-at-a-time").unwrap();
-    let def = every(now() + 200, Overlap::Skip);
+    let def_start = now() + 200;
+    let def = every(def_start, Overlap::Skip);
     a.put_schedule(&q, &id, def, EnqueueOptions::default())
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(2_800)).await;
+    // Two fire times after the first have passed (skipped): waited for,
+    // not guessed with a wall-clock sleep.
+    eventually(20_000, "two fire times passed", || async {
+        let record = b.get_schedule(&q, &id).await.unwrap();
+        record
+            .next_fire_at
+            .is_some_and(|t| t > def_start + 2 * EVERY_MS)
+    })
+    .await;
     let record = b.get_schedule(&q, &id).await.unwrap();
     assert_eq!(record.fires, 1, "{record:?}");
     assert_eq!(a.get_queue(&q).await.unwrap().stats.ready, 1);
@@ -173,8 +164,10 @@ async fn overlap_skip_holds_across_nodes() {
         .unwrap();
     assert_eq!(got.len(), 1);
     b.ack(&q, &got[0].id, &got[0].lease_id).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1_300)).await;
-    assert_eq!(a.get_schedule(&q, &id).await.unwrap().fires, 2);
+    eventually(20_000, "a fire after the ack", || async {
+        a.get_schedule(&q, &id).await.unwrap().fires == 2
+    })
+    .await;
 }
 
 /// The schedule calls, on two shards: create, unchanged replace, list,
@@ -253,12 +246,29 @@ async fn fires_and_skips_are_counted() {
     );
     let start = now() + 200;
     for (id, overlap) in [(&allow, Overlap::Allow), (&skip, Overlap::Skip)] {
-        node.put_schedule(&q, id, every(start, overlap), EnqueueOptions::default())
+        let def = ScheduleDefinition {
+            // Fire times start, +1 s, +2 s and no more, however late the
+            // node gets to them (catch-up fires or skips each).
+            end_at: Some(start + 2 * EVERY_MS + EVERY_MS / 2),
+            ..every(start, overlap)
+        };
+        node.put_schedule(&q, id, def, EnqueueOptions::default())
             .await
             .unwrap();
     }
-    // Fire times start, +1 s, +2 s; nothing consumed.
-    tokio::time::sleep(Duration::from_millis(2_600)).await;
+    // Nothing consumed; both schedules finish after their third fire time
+    // (waited for as an event, not a wall-clock guess).
+    let finished = |id: &ScheduleId| {
+        let (node, q, id) = (&node, &q, id.clone());
+        async move {
+            let record = node.get_schedule(q, &id).await.unwrap();
+            record.next_fire_at.is_none()
+        }
+    };
+    eventually(20_000, "both schedules finished", || async {
+        finished(&allow).await && finished(&skip).await
+    })
+    .await;
     let allowed = node.get_schedule(&q, &allow).await.unwrap().fires;
     let skipping = node.get_schedule(&q, &skip).await.unwrap();
     assert_eq!(allowed, 3);

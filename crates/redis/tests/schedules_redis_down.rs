@@ -8,11 +8,12 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use delayd_core::testkit::support::eventually;
 use delayd_core::{
-    Broker, Catchup, Clock, EnqueueOptions, ListQuery, MessageState, MessageTemplate, Overlap,
-    QueueName, Recurrence, ScheduleDefinition, ScheduleId, SystemClock,
+    Broker, Clock, EnqueueOptions, ListQuery, MessageState, Overlap, QueueName, ScheduleId,
+    SystemClock,
 };
-use support::{broker, unique_prefix, RedisServer};
+use support::{broker, every_second, unique_prefix, RedisServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fire_times_of_an_outage_are_caught_up() {
@@ -21,23 +22,16 @@ async fn fire_times_of_an_outage_are_caught_up() {
     let q = QueueName::new("outage").unwrap();
     let id = ScheduleId::new("every-second").unwrap();
     let start = SystemClock.now_ms() + 300;
-    let def = ScheduleDefinition {
-        recurrence: Recurrence::Every { every_ms: 1_000 },
-        start_at: start,
-        end_at: None,
-        max_fires: None,
-        message: MessageTemplate::default(),
-        catchup: Catchup::All,
-        catchup_window_ms: 3_600_000,
-        overlap: Overlap::Allow,
-        jitter_ms: 0,
-        paused: false,
-    };
+    let def = every_second(start, Overlap::Allow);
     node.put_schedule(&q, &id, def, EnqueueOptions::default())
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    assert_eq!(node.get_schedule(&q, &id).await.unwrap().fires, 2);
+    // Firing before the outage (a count, not a wall-clock guess: a loaded
+    // machine may take longer to get there).
+    eventually(10_000, "two fires before the outage", || async {
+        node.get_schedule(&q, &id).await.unwrap().fires >= 2
+    })
+    .await;
 
     server.kill();
     let killed_at = SystemClock.now_ms();
@@ -48,8 +42,13 @@ async fn fire_times_of_an_outage_are_caught_up() {
         assert!(Instant::now() < deadline, "broker never reconnected");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Sweep interval plus slack for a loaded machine.
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // The sweep after the restart has planned past every fire time of the
+    // outage (waited for, however loaded the machine).
+    eventually(20_000, "the outage's fire times caught up", || async {
+        let record = node.get_schedule(&q, &id).await.unwrap();
+        record.next_fire_at.is_some_and(|t| t >= killed_at + 2_500)
+    })
+    .await;
 
     let record = node.get_schedule(&q, &id).await.unwrap();
     let query = ListQuery {

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use delayd_core::accept::AcceptBackoff;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -59,7 +60,6 @@ const EVICTION_WAIT: Duration = Duration::from_millis(500);
 /// before they are cut (api.md: the process exits within 10 seconds; the
 /// broker's shutdown ends lease waits well before this).
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(9);
-const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnectionLimits {
@@ -220,19 +220,24 @@ pub async fn serve_http(
     metrics::gauge!(HTTP_MAX_CONNECTIONS).set(limits.max_connections as f64);
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
-    let mut failures = AcceptFailures::default();
+    let mut backoff = AcceptBackoff::new("HTTP");
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             () = &mut shutdown => break,
             accepted = tcp.accept() => match accepted {
                 Ok((stream, _)) => {
-                    failures.recovered();
+                    backoff.recovered();
                     if let Some(slot) = admit(&shared, &stream).await {
                         tasks.spawn(run(stream, slot, Arc::clone(&shared), stop_rx.clone()));
                     }
                 }
-                Err(error) => failures.failed(error, &shared.registry).await,
+                Err(error) => if let Some(pause) = backoff.failed(&error) {
+                    // Out of descriptors: an idle connection's is the one
+                    // to give up.
+                    shared.registry.evict_oldest();
+                    tokio::time::sleep(pause).await;
+                },
             },
             Some(_) = tasks.join_next() => {}
         }
@@ -332,44 +337,5 @@ impl OpenConnection {
 impl Drop for OpenConnection {
     fn drop(&mut self) {
         metrics::gauge!(HTTP_CONNECTIONS).decrement(1.0);
-    }
-}
-
-/// Accept failures: out of file descriptors (EMFILE/ENFILE) repeats for as
-/// long as the condition lasts, so it is logged once when it starts and
-/// once when it ends, and retried with a growing pause instead of a spin.
-#[derive(Default)]
-struct AcceptFailures {
-    count: u64,
-    pause: Duration,
-}
-
-impl AcceptFailures {
-    async fn failed(&mut self, error: io::Error, registry: &Registry) {
-        // A client that gave up during the handshake is not our trouble.
-        if matches!(
-            error.kind(),
-            io::ErrorKind::ConnectionAborted
-                | io::ErrorKind::ConnectionReset
-                | io::ErrorKind::Interrupted
-        ) {
-            return;
-        }
-        if self.count == 0 {
-            tracing::warn!(%error, "HTTP accept failing; closing idle connections and retrying (logged again when it recovers)");
-        }
-        self.count += 1;
-        // Out of descriptors: an idle connection's is the one to give up.
-        registry.evict_oldest();
-        self.pause = (self.pause * 2).clamp(Duration::from_millis(10), MAX_ACCEPT_BACKOFF);
-        tokio::time::sleep(self.pause).await;
-    }
-
-    fn recovered(&mut self) {
-        if self.count > 0 {
-            tracing::info!(failures = self.count, "HTTP accept recovered");
-        }
-        self.count = 0;
-        self.pause = Duration::ZERO;
     }
 }

@@ -3,7 +3,8 @@
 
 mod common;
 
-use delayd_core::{ListQuery, MessageState, QueueName};
+use delayd_core::testkit::support::list_by_state;
+use delayd_core::QueueName;
 use delayd_server::ServerOptions;
 use serde_json::{json, Value};
 
@@ -72,24 +73,7 @@ async fn snapshot(s: &Server) -> Value {
         .await;
     let q = QueueName::new("q").unwrap();
     let mut messages = Vec::new();
-    for state in [
-        MessageState::Scheduled,
-        MessageState::Ready,
-        MessageState::Leased,
-        MessageState::Dead,
-    ] {
-        let list = s
-            .broker
-            .list(
-                &q,
-                ListQuery {
-                    state,
-                    after: None,
-                    limit: 1000,
-                },
-            )
-            .await
-            .unwrap();
+    for (_, list) in list_by_state(s.broker.as_ref(), &q, 1000).await {
         for m in list {
             messages.push(json!([
                 m.id.as_str(),

@@ -140,25 +140,8 @@ async fn refused_requests_change_nothing(s: &Server) {
     assert_eq!(state_of(s, "q", &held[0].0).await, Value::Null);
 }
 
-macro_rules! cases {
-    ($broker:ident: $($case:ident),* $(,)?) => {
-        mod $broker {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    let (broker, _guard) = super::common::$broker().await;
-                    let options = delayd_server::ServerOptions::default();
-                    let s = super::common::start(broker, options).await;
-                    super::$case(&s).await;
-                    s.stop().await.unwrap();
-                }
-            )*
-        }
-    };
-}
-
-cases!(model_broker: mixed_items, unknown_queue, refused_requests_change_nothing);
-cases!(local_broker: mixed_items, expired_lease, unknown_queue, refused_requests_change_nothing);
+crate::server_cases!(delayd_server::ServerOptions::default(); model_broker: mixed_items, unknown_queue, refused_requests_change_nothing);
+crate::server_cases!(delayd_server::ServerOptions::default(); local_broker: mixed_items, expired_lease, unknown_queue, refused_requests_change_nothing);
 
 /// `expired_lease` over the ModelBroker on paused time (over the real
 /// socket): the broker reads the virtual clock, so the lease has surely

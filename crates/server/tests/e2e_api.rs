@@ -524,30 +524,18 @@ async fn tube_style_queue_names(s: &Server) {
     assert_eq!(r.status, 400, "201 bytes");
 }
 
-macro_rules! cases {
-    ($broker:ident: $($case:ident),* $(,)?) => {
-        mod $broker {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    let (broker, _guard) = super::common::$broker().await;
-                    let options = delayd_server::ServerOptions {
-                        push_allow: vec!["127.0.0.1".into()],
-                        ..Default::default()
-                    };
-                    let s = super::common::start(broker, options).await;
-                    super::$case(&s).await;
-                    s.stop().await.unwrap();
-                }
-            )*
-        }
-    };
+/// The options of every case: the push cases target this host.
+fn options() -> delayd_server::ServerOptions {
+    delayd_server::ServerOptions {
+        push_allow: vec!["127.0.0.1".into()],
+        ..Default::default()
+    }
 }
 
-cases!(model_broker: queues_crud, push_secret_is_never_returned, enqueue_get_cancel,
+crate::server_cases!(super::options(); model_broker: queues_crud, push_secret_is_never_returned, enqueue_get_cancel,
     batch_with_a_bad_item, patch_in_each_state, lease_ack_nack_extend, dead_paging_and_redrive,
     long_poll_returns_when_due, operations, tube_style_queue_names);
 
-cases!(local_broker: queues_crud, push_secret_is_never_returned, enqueue_get_cancel,
+crate::server_cases!(super::options(); local_broker: queues_crud, push_secret_is_never_returned, enqueue_get_cancel,
     batch_with_a_bad_item, patch_in_each_state, lease_ack_nack_extend, dead_paging_and_redrive,
     long_poll_returns_when_due, operations, tube_style_queue_names);

@@ -96,7 +96,9 @@ async fn deletes_mixed_with_other_jobs(server: TestServer) {
     assert_eq!(c.stat("stats", "cmd-delete").await, "5");
 }
 
-async fn waiting_reserves_get_later_jobs(server: TestServer) {
+/// A worker with two reserves pipelined and a producer whose first put
+/// went to the first of them (returned with its id): the second waits.
+async fn two_reserves_waiting(server: &TestServer) -> (Client, Client, u64) {
     let mut worker = Client::connect(server.addr).await;
     worker
         .send(b"reserve-with-timeout 5\r\nreserve-with-timeout 5\r\n")
@@ -104,6 +106,11 @@ async fn waiting_reserves_get_later_jobs(server: TestServer) {
     let mut producer = Client::connect(server.addr).await;
     let first = producer.put(1, 0, 60, "first").await;
     assert_eq!(reserved(&mut worker).await, first);
+    (worker, producer, first)
+}
+
+async fn waiting_reserves_get_later_jobs(server: TestServer) {
+    let (mut worker, mut producer, first) = two_reserves_waiting(&server).await;
     let second = producer.put(1, 0, 60, "second").await;
     assert_eq!(reserved(&mut worker).await, second);
     assert_eq!(worker.cmd(&format!("delete {first}")).await, "DELETED");
@@ -147,13 +154,7 @@ async fn held_job_commands_in_one_write(server: TestServer) {
 /// What a client pipelines while a reserve waits is read during the wait
 /// and must run right after it, without more input arriving.
 async fn commands_sent_during_a_wait_run_after_it(server: TestServer) {
-    let mut worker = Client::connect(server.addr).await;
-    worker
-        .send(b"reserve-with-timeout 5\r\nreserve-with-timeout 5\r\n")
-        .await;
-    let mut producer = Client::connect(server.addr).await;
-    let first = producer.put(1, 0, 60, "first").await;
-    assert_eq!(reserved(&mut worker).await, first);
+    let (mut worker, mut producer, first) = two_reserves_waiting(&server).await;
     // The second reserve is waiting now; these arrive during its wait.
     let more = format!("delete {first}\r\nreserve-with-timeout 0\r\n");
     worker.send(more.as_bytes()).await;

@@ -27,6 +27,22 @@ impl Drop for Proc {
     }
 }
 
+/// Makes the kernel SIGKILL the child when the spawning thread dies, so
+/// nothing is left running even when the test process itself is killed.
+#[expect(unsafe_code, reason = "pre_exec and prctl(2) through libc")]
+pub fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// A `delayd serve` child process, SIGKILLed when dropped so a failing test
 /// leaves nothing running.
 pub struct Server {
@@ -76,11 +92,21 @@ fn prepare(mut command: Command, cwd: Option<&Path>, env: &[(&str, String)]) -> 
 /// `serve` arguments for a test: an ephemeral HTTP port, no beanstalkd
 /// listener, the embedded store in `data`, then `extra`.
 pub fn local_serve_args<'a>(data: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    serve_args("off", data, extra)
+}
+
+/// [`local_serve_args`] with the beanstalkd listener on an ephemeral port
+/// too.
+pub fn both_listeners_args<'a>(data: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    serve_args("127.0.0.1:0", data, extra)
+}
+
+fn serve_args<'a>(beanstalk: &'a str, data: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "--http",
         "127.0.0.1:0",
         "--beanstalk",
-        "off",
+        beanstalk,
         "--data",
         data,
     ];
@@ -152,6 +178,23 @@ impl Server {
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// One `GET path` on a fresh connection, read to the server's close
+    /// (10 s at most): what arrived, empty if nothing did.
+    pub fn http_get(&self, path: &str) -> String {
+        use std::io::{Read as _, Write as _};
+        let mut stream = std::net::TcpStream::connect(self.addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("read timeout");
+        let request = format!("GET {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n");
+        // A refusing server may close before reading: what it answered is
+        // the verdict, not the write.
+        let _ = stream.write_all(request.as_bytes());
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        String::from_utf8_lossy(&answer).into_owned()
     }
 
     pub fn log(&self) -> String {

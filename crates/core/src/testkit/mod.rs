@@ -6,6 +6,8 @@
 //! - `state`: the model's state and its synchronous transitions;
 //!   `firing`: how it fires schedules on time without timers.
 //! - [`cases`]: the conformance cases, one `pub async fn` per rule.
+//! - [`hooked`]: [`hooked::Hooked`], a broker that runs a test's hook
+//!   before each call of an inner one (hold, announce, panic).
 //! - [`support`]: helpers the cases share (unique queue names, terse
 //!   calls, time bounds, the per-case runtime).
 //! - the macros [`conformance_tests!`](crate::conformance_tests),
@@ -35,6 +37,7 @@
 
 pub mod cases;
 mod firing;
+pub mod hooked;
 pub mod model;
 pub mod net;
 mod state;

@@ -21,7 +21,8 @@ use crate::broker::Broker;
 use crate::clock::{Clock, SystemClock};
 use crate::error::BrokerError;
 use crate::message::{
-    Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, LeaseRequest, Message, Schedule,
+    Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, LeaseRequest, ListQuery, Message,
+    MessageState, Schedule,
 };
 use crate::model::{MessageId, QueueConfigPatch, QueueName, RetryPolicy};
 
@@ -250,6 +251,25 @@ where
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Every message of `q` by state, up to `limit` a state, the states in
+/// [`MessageState::ALL`] order (what the model and crash tests compare).
+pub async fn list_by_state(
+    b: &dyn Broker,
+    q: &QueueName,
+    limit: u32,
+) -> Vec<(MessageState, Vec<Message>)> {
+    let mut out = Vec::new();
+    for state in MessageState::ALL {
+        let query = ListQuery {
+            state,
+            after: None,
+            limit,
+        };
+        out.push((state, must(b.list(q, query).await, "list")));
+    }
+    out
 }
 
 /// Unwraps a broker result, naming the call in the panic.

@@ -420,18 +420,14 @@ mod tests {
         }
     }
 
-    /// A value that passes every checksum but is not a delayd record (a
-    /// bug, or bytes from another version) is found by decoding.
-    #[test]
-    fn an_undecodable_record_is_named_by_its_message() {
+    /// The check of a store holding one value, `value` at `key` of `space`
+    /// (written as a commit group would be, checksums and all).
+    fn check_with_value(space: crate::store::Space, key: Vec<u8>, value: Vec<u8>) -> CheckReport {
         let dir = tempfile::tempdir().expect("tempdir");
         {
             let opened = Store::open(dir.path(), 1 << 20).expect("open");
             let mut set = crate::store::WriteSet::default();
-            let queue = delayd_core::QueueName::new("orders").expect("queue");
-            let id = delayd_core::MessageId::new("o-1").expect("id");
-            let key = crate::codec::message_key(&queue, &id);
-            set.put(crate::store::Space::Messages, key, vec![1, 0xff, 0xff]);
+            set.put(space, key, value);
             opened.store.commit(&set).expect("commit");
             opened
                 .store
@@ -439,7 +435,17 @@ mod tests {
                 .expect("persist");
         }
         let scratch = tempfile::tempdir().expect("tempdir");
-        let report = check(dir.path(), &scratch.path().join("copy")).expect("check");
+        check(dir.path(), &scratch.path().join("copy")).expect("check")
+    }
+
+    /// A value that passes every checksum but is not a delayd record (a
+    /// bug, or bytes from another version) is found by decoding.
+    #[test]
+    fn an_undecodable_record_is_named_by_its_message() {
+        let queue = delayd_core::QueueName::new("orders").expect("queue");
+        let id = delayd_core::MessageId::new("o-1").expect("id");
+        let key = crate::codec::message_key(&queue, &id);
+        let report = check_with_value(crate::store::Space::Messages, key, vec![1, 0xff, 0xff]);
         let finding = &report.findings[0];
         assert_eq!(
             (finding.kind, finding.severity),
@@ -452,22 +458,10 @@ mod tests {
     /// A schedule record that does not decode is named by its schedule.
     #[test]
     fn an_undecodable_schedule_is_named_by_its_id() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        {
-            let opened = Store::open(dir.path(), 1 << 20).expect("open");
-            let mut set = crate::store::WriteSet::default();
-            let queue = delayd_core::QueueName::new("orders").expect("queue");
-            let id = delayd_core::ScheduleId::new("nightly").expect("id");
-            let key = crate::schedule_codec::schedule_key(&queue, &id);
-            set.put(crate::store::Space::Schedules, key, vec![1, 0xff]);
-            opened.store.commit(&set).expect("commit");
-            opened
-                .store
-                .persist(fjall::PersistMode::SyncAll)
-                .expect("persist");
-        }
-        let scratch = tempfile::tempdir().expect("tempdir");
-        let report = check(dir.path(), &scratch.path().join("copy")).expect("check");
+        let queue = delayd_core::QueueName::new("orders").expect("queue");
+        let id = delayd_core::ScheduleId::new("nightly").expect("id");
+        let key = crate::schedule_codec::schedule_key(&queue, &id);
+        let report = check_with_value(crate::store::Space::Schedules, key, vec![1, 0xff]);
         let finding = &report.findings[0];
         assert_eq!(finding.location, "keyspace schedules");
         assert_eq!(finding.affects, "schedule orders/nightly");

@@ -37,7 +37,9 @@ const BODY: usize = 100;
 /// The put phase ends after this long even when not all jobs are in.
 const PUT_BOUND: Duration = Duration::from_secs(60);
 
-const MOVER: &str = r"
+/// The classic design's mover: due ids from the delayed ZSET to the ready
+/// LIST, 1,000 at a time.
+pub const MOVER: &str = r"
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 1000)
 for _, id in ipairs(due) do
   redis.call('ZREM', KEYS[1], id)

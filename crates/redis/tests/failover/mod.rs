@@ -11,14 +11,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use delayd_core::{
-    Broker, BrokerError, Catchup, Clock, EnqueueOptions, EnqueueRequest, MessageId,
-    MessageTemplate, Overlap, QueueName, Recurrence, ScheduleDefinition, ScheduleId, SystemClock,
+    Broker, BrokerError, Clock, EnqueueOptions, EnqueueRequest, MessageId, Overlap, QueueName,
+    ScheduleId, SystemClock,
 };
 use delayd_redis::{RedisBroker, ReplicaWait};
 use history::{run_phase, History};
 use link::Link;
 
-use crate::support::{config, unique_prefix, RedisServer};
+use crate::support::{config, every_second, unique_prefix, RedisServer, EVERY_MS};
 
 #[derive(Clone, Copy, Debug)]
 pub enum Mode {
@@ -61,26 +61,7 @@ pub struct Report {
     pub phase1_anomalies: usize,
 }
 
-const EVERY_MS: u64 = 1_000;
 const SCHEDULE: &str = "tick";
-
-fn schedule(start_at: u64) -> ScheduleDefinition {
-    ScheduleDefinition {
-        recurrence: Recurrence::Every { every_ms: EVERY_MS },
-        start_at,
-        end_at: None,
-        max_fires: None,
-        message: MessageTemplate {
-            payload: b"tick".to_vec(),
-            ..MessageTemplate::default()
-        },
-        catchup: Catchup::All,
-        catchup_window_ms: 3_600_000,
-        overlap: Overlap::Allow,
-        jitter_ms: 0,
-        paused: false,
-    }
-}
 
 fn wait_until(server: &RedisServer, needles: &[&str], what: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -156,7 +137,7 @@ pub async fn run_failover(mode: Mode) -> Report {
     node.put_schedule(
         &q,
         &ScheduleId::new(SCHEDULE).expect("schedule id"),
-        schedule(start_at),
+        every_second(start_at, Overlap::Allow),
         EnqueueOptions::default(),
     )
     .await

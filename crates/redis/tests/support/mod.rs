@@ -274,3 +274,30 @@ pub async fn broker(urls: Vec<String>, shards: u32, prefix: &str) -> RedisBroker
         .await
         .expect("connect")
 }
+
+/// The period of [`every_second`]'s schedules.
+pub const EVERY_MS: u64 = 1_000;
+
+/// A schedule firing every second from `start_at` on, with catch-up of
+/// every missed fire time (what the schedule tests run on Redis).
+pub fn every_second(
+    start_at: u64,
+    overlap: delayd_core::Overlap,
+) -> delayd_core::ScheduleDefinition {
+    use delayd_core::{Catchup, MessageTemplate, Recurrence, ScheduleDefinition};
+    ScheduleDefinition {
+        recurrence: Recurrence::Every { every_ms: EVERY_MS },
+        start_at,
+        end_at: None,
+        max_fires: None,
+        message: MessageTemplate {
+            payload: b"tick".to_vec(),
+            ..MessageTemplate::default()
+        },
+        catchup: Catchup::All,
+        catchup_window_ms: 3_600_000,
+        overlap,
+        jitter_ms: 0,
+        paused: false,
+    }
+}

@@ -15,6 +15,26 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// `mod $broker { ... }` with one `#[tokio::test]` per case: each case runs
+/// against a fresh server with `$options` over a fresh `common::$broker()`
+/// (`model_broker` or `local_broker`), stopped after it.
+#[macro_export]
+macro_rules! server_cases {
+    ($options:expr; $broker:ident: $($case:ident),* $(,)?) => {
+        mod $broker {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let (broker, _guard) = super::common::$broker().await;
+                    let s = super::common::start(broker, $options).await;
+                    super::$case(&s).await;
+                    s.stop().await.unwrap();
+                }
+            )*
+        }
+    };
+}
+
 pub struct Server {
     pub base: String,
     pub client: reqwest::Client,
