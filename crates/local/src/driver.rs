@@ -117,12 +117,19 @@ impl Inner {
                 )));
             }
         }
-        // The write half of the horizon scan, done here so that its failure
-        // is told from a failed read (the scan's own flush is then a no-op).
-        state.flush_pending(&self.store).map_err(RoundError::Heal)?;
-        let more_to_load =
-            load_horizon_step(&mut state, &self.store, now, self.horizon_ms, &mut tx)
-                .map_err(RoundError::Read)?;
+        let more_to_load = match horizon_target(&mut state, now, self.horizon_ms) {
+            Some(target) => {
+                // The write half of the horizon scan, done here so that its
+                // failure is told from a failed read. Only when a scan
+                // follows: a flush empties the open group into the engine
+                // as a batch of its own, and leases then wait for fsyncs
+                // they would not need (`State::write_pending`).
+                state.flush_pending(&self.store).map_err(RoundError::Heal)?;
+                load_horizon_chunk(&mut state, &self.store, target, now, &mut tx)
+                    .map_err(RoundError::Read)?
+            }
+            None => false,
+        };
         // A timed pause that ended wakes nobody by itself: look at every
         // queue someone waits on (few; O(1) when nobody waits).
         let unpaused: Vec<_> = state
@@ -153,15 +160,34 @@ pub(crate) fn load_horizon_step(
     horizon_ms: u64,
     tx: &mut Tx,
 ) -> Result<bool, crate::error::StoreError> {
-    let target = match state.loading_to {
-        Some(target) => target,
+    match horizon_target(state, now, horizon_ms) {
+        Some(target) => load_horizon_chunk(state, store, target, now, tx),
+        None => Ok(false),
+    }
+}
+
+/// Where the stretch being loaded ends, if the horizon needs loading
+/// (a stretch is under way, or less than half the horizon is loaded).
+fn horizon_target(state: &mut State, now: u64, horizon_ms: u64) -> Option<u64> {
+    match state.loading_to {
+        Some(target) => Some(target),
         None if state.loaded.0 <= now.saturating_add(horizon_ms / 2) => {
             let target = now.saturating_add(horizon_ms);
             state.loading_to = Some(target);
-            target
+            Some(target)
         }
-        None => return Ok(false),
-    };
+        None => None,
+    }
+}
+
+/// Loads up to [`LOAD_BATCH`] messages of the stretch ending at `target`.
+fn load_horizon_chunk(
+    state: &mut State,
+    store: &Store,
+    target: u64,
+    now: u64,
+    tx: &mut Tx,
+) -> Result<bool, crate::error::StoreError> {
     // The scan must see the open group's `due` writes.
     state.flush_pending(store)?;
     let chunk = store.due_range(state.loaded, target, LOAD_BATCH)?;
