@@ -20,7 +20,6 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode, Version};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hyper::body::{Frame, Incoming, SizeHint};
 use tokio::time::{Instant, Sleep};
@@ -32,7 +31,7 @@ use crate::metrics::HTTP_SLOW_BODIES_TOTAL;
 /// Set when a request's body missed its deadline; a request extension, so
 /// the answer can say so whatever the handler made of the failed read.
 #[derive(Clone, Default)]
-struct TooSlow(Arc<AtomicBool>);
+pub(crate) struct TooSlow(Arc<AtomicBool>);
 
 #[derive(Debug, thiserror::Error)]
 #[error("the request body arrived too slowly")]
@@ -59,13 +58,19 @@ pub(crate) fn guard(request: hyper::Request<Incoming>, limits: &ConnectionLimits
     Request::from_parts(parts, Body::new(body))
 }
 
-/// Middleware: a request whose body missed its deadline is answered 408
-/// (and, on HTTP/1, the connection closed), whatever the handler answered
-/// to its failed read.
-pub(crate) async fn answer_too_slow(request: Request, next: Next) -> Response {
-    let flag = request.extensions().get::<TooSlow>().cloned();
-    let version = request.version();
-    let response = next.run(request).await;
+/// The deadline flag of `request`'s body, if it has one (see [`guard`]).
+pub(crate) fn too_slow_flag(request: &Request) -> Option<TooSlow> {
+    request.extensions().get::<TooSlow>().cloned()
+}
+
+/// A request whose body missed its deadline is answered 408 (and, on
+/// HTTP/1, the connection closed), whatever the handler answered to its
+/// failed read; otherwise `response` as it is.
+pub(crate) fn answer_if_too_slow(
+    flag: Option<TooSlow>,
+    version: Version,
+    response: Response,
+) -> Response {
     if !flag.is_some_and(|flag| flag.0.load(Ordering::Relaxed)) {
         return response;
     }

@@ -123,34 +123,28 @@ impl<S: Send + Sync> FromRequestParts<S> for MessagePath {
     }
 }
 
-/// Middleware: a request whose `Content-Length` exceeds the body cap gets
-/// 413 before a byte of its body is read, and the connection is closed
+/// The answer for a request whose `Content-Length` exceeds the body cap:
+/// 413 before a byte of its body is read, with the connection closed
 /// after the answer (`Connection: close`), so a client cannot keep the
 /// server busy by streaming the rest. Chunked bodies have no length up
 /// front; the body limit refuses them while they are read.
-pub async fn reject_oversized(
-    axum::extract::State(max_body): axum::extract::State<usize>,
-    request: Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
+pub(crate) fn oversized(
+    headers: &axum::http::HeaderMap,
+    max_body: usize,
+) -> Option<axum::response::Response> {
     use axum::http::header::{CONNECTION, CONTENT_LENGTH};
     use axum::response::IntoResponse;
-    let declared = request
-        .headers()
+    let length = headers
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    match declared {
-        Some(length) if length > max_body as u64 => {
-            let message = format!(
-                "request body of {length} bytes exceeds the server's max body size ({max_body} bytes)"
-            );
-            let mut response = ApiError::payload_too_large(message).into_response();
-            response
-                .headers_mut()
-                .insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
-            response
-        }
-        _ => next.run(request).await,
-    }
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&length| length > max_body as u64)?;
+    let message = format!(
+        "request body of {length} bytes exceeds the server's max body size ({max_body} bytes)"
+    );
+    let mut response = ApiError::payload_too_large(message).into_response();
+    response
+        .headers_mut()
+        .insert(CONNECTION, axum::http::HeaderValue::from_static("close"));
+    Some(response)
 }

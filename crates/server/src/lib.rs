@@ -68,6 +68,7 @@ mod extract;
 mod listener;
 pub mod metrics;
 mod options;
+mod per_request;
 mod routes;
 mod schedule_convert;
 mod shutdown;
@@ -131,9 +132,10 @@ fn build(broker: Arc<dyn Broker>, options: ServerOptions) -> (Router, Arc<InFlig
         exported_queues: Arc::default(),
     });
     // Layers run outside-in from the last added: trace, auth, error bodies,
-    // panics, then (per route, where the route template is known) metrics, the
-    // 408 of a body past its deadline, the Content-Length check, in-flight
-    // tracking and panics again. The inner
+    // panics, then (per route, where the route template is known) one
+    // middleware for metrics, the 408 of a body past its deadline, the
+    // Content-Length check and in-flight tracking (`per_request`), and
+    // panics again. The inner
     // panic catcher makes a handler's panic an ordinary 500 that the metrics
     // count and in-flight tracking sees end; the outer one covers the
     // middleware outside the routes.
@@ -144,15 +146,12 @@ fn build(broker: Arc<dyn Broker>, options: ServerOptions) -> (Router, Arc<InFlig
         .fallback(|| async { error::ApiError::from_status(axum::http::StatusCode::NOT_FOUND) })
         .layer(tower_http::catch_panic::CatchPanicLayer::new())
         .layer(middleware::from_fn_with_state(
-            in_flight.clone(),
-            shutdown::track,
+            per_request::PerRequest {
+                in_flight: in_flight.clone(),
+                max_body,
+            },
+            per_request::per_request,
         ))
-        .layer(middleware::from_fn_with_state(
-            max_body,
-            extract::reject_oversized,
-        ))
-        .layer(middleware::from_fn(body_deadline::answer_too_slow))
-        .layer(middleware::from_fn(metrics::track))
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(state);
     let router = with_error_answers(router)

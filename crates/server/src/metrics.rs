@@ -3,12 +3,12 @@
 //! `list_queues` at scrape time (so they are never stale and cost nothing
 //! between scrapes).
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use axum::extract::{MatchedPath, Request};
-use axum::middleware::Next;
-use axum::response::Response;
+use axum::extract::MatchedPath;
+use axum::http::{Method, StatusCode};
 use delayd_core::metric;
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -98,25 +98,48 @@ fn buckets(builder: PrometheusBuilder) -> PrometheusBuilder {
     with_buckets().unwrap_or(builder)
 }
 
-/// Middleware: counts and times each request by its route template (never
-/// the raw path, whose ids would explode the label cardinality).
-pub async fn track(request: Request, next: Next) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| "unmatched".to_owned());
-    let method = request.method().as_str().to_owned();
-    let started = Instant::now();
-    let response = next.run(request).await;
+/// Counts one answered request and records its latency, by method, route
+/// template and status. The handles of each label set are kept: building
+/// the labels and looking them up in the recorder cost more than the
+/// increment, on every request.
+pub(crate) fn record_request(
+    route: Option<&MatchedPath>,
+    method: &Method,
+    status: StatusCode,
+    started: Instant,
+) {
+    let route = route.map_or("unmatched", |p| p.as_str());
+    let (requests, seconds) = request_handles(route, method, status);
+    requests.increment(1);
+    seconds.record(started.elapsed().as_secs_f64());
+}
+
+/// The request counter and latency histogram of one label set.
+type RequestHandles = (metrics::Counter, metrics::Histogram);
+
+fn request_handles(route: &str, method: &Method, status: StatusCode) -> RequestHandles {
+    // Per (method, status), the routes seen: a few dozen label sets in all.
+    type Cache = HashMap<(Method, u16), Vec<(Box<str>, RequestHandles)>>;
+    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
+    let mut cache = CACHE
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let routes = cache.entry((method.clone(), status.as_u16())).or_default();
+    if let Some((_, handles)) = routes.iter().find(|(r, _)| &**r == route) {
+        return handles.clone();
+    }
     let labels = [
-        ("method", method),
-        ("route", route),
-        ("status", response.status().as_u16().to_string()),
+        ("method", method.as_str().to_owned()),
+        ("route", route.to_owned()),
+        ("status", status.as_u16().to_string()),
     ];
-    metrics::counter!(HTTP_REQUESTS_TOTAL, &labels).increment(1);
-    metrics::histogram!(HTTP_REQUEST_SECONDS, &labels).record(started.elapsed().as_secs_f64());
-    response
+    let handles = (
+        metrics::counter!(HTTP_REQUESTS_TOTAL, &labels),
+        metrics::histogram!(HTTP_REQUEST_SECONDS, &labels),
+    );
+    routes.push((route.into(), handles.clone()));
+    handles
 }
 
 /// Sets the info gauges (constant for the process's life; set at each

@@ -4,16 +4,14 @@
 //!
 //! Waiting lease calls are deliberately not counted as in flight: they would
 //! otherwise hold shutdown for up to `wait_ms`, and they can only end by the
-//! broker's shutdown. Everything else is counted by [`track`].
+//! broker's shutdown. Everything else is counted by [`enter`].
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
+use axum::extract::MatchedPath;
 use delayd_core::Broker;
 use tokio::sync::Notify;
 
@@ -53,7 +51,7 @@ impl InFlight {
 
 /// Decrements on drop, so a request whose future is cancelled (client gone)
 /// still leaves the count.
-struct Guard(Arc<InFlight>);
+pub(crate) struct Guard(Arc<InFlight>);
 
 impl Drop for Guard {
     fn drop(&mut self) {
@@ -63,21 +61,15 @@ impl Drop for Guard {
     }
 }
 
-pub async fn track(
-    State(in_flight): State<Arc<InFlight>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let is_lease = request
-        .extensions()
-        .get::<MatchedPath>()
-        .is_some_and(|p| p.as_str() == LEASE_ROUTE);
-    if is_lease {
-        return next.run(request).await;
+/// Counts a request in flight until the returned guard is dropped (also
+/// when its future is cancelled); lease calls are not counted (see the
+/// module doc).
+pub(crate) fn enter(in_flight: &Arc<InFlight>, route: Option<&MatchedPath>) -> Option<Guard> {
+    if route.is_some_and(|p| p.as_str() == LEASE_ROUTE) {
+        return None;
     }
     in_flight.count.fetch_add(1, Ordering::SeqCst);
-    let _guard = Guard(in_flight);
-    next.run(request).await
+    Some(Guard(Arc::clone(in_flight)))
 }
 
 /// After `signal`: waits for in-flight requests (at most [`DRAIN_TIMEOUT`]),
