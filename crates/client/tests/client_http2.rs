@@ -10,44 +10,13 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use delayd_client::{Client, LeaseOptions, NewMessage, Protocol};
 use delayd_core::testkit::ModelBroker;
 use delayd_server::ServerOptions;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpStream};
 
-/// The client connection preface of HTTP/2 (RFC 9113, section 3.4).
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// The first bytes of every connection the relay accepted.
-type Openings = Arc<Mutex<Vec<Vec<u8>>>>;
-
-/// A relay on 127.0.0.1:0 in front of `server`; returns its URL and the
-/// openings it saw.
-async fn relay(server: SocketAddr) -> (String, Openings) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind relay");
-    let url = format!("http://{}", listener.local_addr().expect("relay addr"));
-    let openings = Openings::default();
-    let seen = Arc::clone(&openings);
-    tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            tokio::spawn(pipe(client, server, Arc::clone(&seen)));
-        }
-    });
-    (url, openings)
-}
-
-async fn pipe(mut client: TcpStream, server: SocketAddr, seen: Openings) {
-    let mut upstream = TcpStream::connect(server).await.expect("connect server");
-    let mut first = vec![0; PREFACE.len()];
-    // Every request (either version) is longer than the preface.
-    client.read_exact(&mut first).await.expect("first bytes");
-    seen.lock().expect("openings").push(first.clone());
-    upstream.write_all(&first).await.expect("forward");
-    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
-}
+use delayd_core::testkit::relay::{relay, Openings, HTTP2_PREFACE as PREFACE};
 
 async fn setup(protocol: Protocol) -> (Client, Openings) {
     let url = common::serve(Arc::new(ModelBroker::new()), ServerOptions::default()).await;

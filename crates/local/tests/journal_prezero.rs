@@ -20,15 +20,9 @@ fn queue() -> QueueName {
 
 /// Incompressible, non-zero bytes, different per message.
 fn payload(i: usize) -> Vec<u8> {
-    let mut x = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..PAYLOAD)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % 255) as u8 + 1
-        })
-        .collect()
+    use rand::{Rng as _, SeedableRng as _};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(i as u64);
+    (0..PAYLOAD).map(|_| rng.random_range(1..=255u8)).collect()
 }
 
 fn newest_journal(dir: &Path) -> PathBuf {

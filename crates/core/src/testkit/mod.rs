@@ -40,6 +40,7 @@ mod firing;
 pub mod hooked;
 pub mod model;
 pub mod net;
+pub mod relay;
 mod state;
 pub mod support;
 
