@@ -33,6 +33,10 @@
 //!   request metrics, queue gauges), `shutdown` (in-flight tracking and the
 //!   shutdown order), `options` ([`ServerOptions`]); the push target
 //!   allowlist is `delayd_push::PushPolicy`.
+//! - `per_request`: the one middleware of every route, doing the request
+//!   metrics, the 408 of a body past its deadline, the 413 of an oversized
+//!   `Content-Length` and the in-flight count (the rules stay in
+//!   `metrics`, `body_deadline`, `extract` and `shutdown`).
 //!
 //! # Example
 //!
