@@ -28,7 +28,9 @@
 //!
 //! When the zeroed run needs extending: a [`TRIPWIRE`] block in the
 //! middle of each step is left a hole; once the writer's data fills it,
-//! the next step is due. Checking costs one `lseek` per group.
+//! the next step is due. Checking costs one `lseek` per group. Large groups
+//! (fewer than [`MIN_GROUPS_PER_STEP`] between steps) stop it for the file:
+//! for them the zeros would double the bytes written to save a constant.
 
 use std::fs::File;
 use std::io;
@@ -41,6 +43,11 @@ use rustix::io::Errno;
 pub(crate) const STEP: u64 = 1 << 20;
 /// The tripwire hole's size (a file system block).
 pub(crate) const TRIPWIRE: u64 = 4096;
+/// Fewer groups than this between two steps (more than 32 KiB per group
+/// on average) stop pre-zeroing the file: an fsync of a large group costs
+/// its data's write anyway, the allocation it saves is about constant, and
+/// zeroing ahead would double the bytes written.
+pub(crate) const MIN_GROUPS_PER_STEP: u64 = 16;
 
 /// The pre-zeroing state of one journal file.
 pub(crate) struct Prezero {
@@ -49,9 +56,12 @@ pub(crate) struct Prezero {
     /// The hole whose filling makes the next step due; `None` before the
     /// first step.
     tripwire: Option<u64>,
-    /// Nothing more to zero in this file (its end reached, or a layout
-    /// this module does not expect, when it stays out of the way).
+    /// Nothing more to zero in this file (its end reached, a layout this
+    /// module does not expect, when it stays out of the way, or groups too
+    /// large to gain from it).
     done: bool,
+    /// Groups fsynced since the last step.
+    groups: u64,
 }
 
 impl Prezero {
@@ -63,15 +73,18 @@ impl Prezero {
             len,
             tripwire: None,
             done: false,
+            groups: 0,
         })
     }
 
-    /// Whether the writer reached the tripwire (or no step ran yet). A
-    /// racy look without the write lock: [`Prezero::step`] checks again.
-    pub fn due(&self) -> bool {
+    /// Called once per fsynced group: whether the writer reached the
+    /// tripwire (or no step ran yet). A racy look without the write lock:
+    /// [`Prezero::step`] checks again.
+    pub fn due(&mut self) -> bool {
         if self.done {
             return false;
         }
+        self.groups += 1;
         match self.tripwire {
             None => true,
             Some(at) => hole_at(&self.file, at).map_or(true, |hole| hole != at),
@@ -94,6 +107,11 @@ impl Prezero {
             // The writer has not reached the tripwire yet.
             return Ok(false);
         }
+        if self.tripwire.is_some() && std::mem::take(&mut self.groups) < MIN_GROUPS_PER_STEP {
+            self.done = true;
+            return Ok(false);
+        }
+        self.groups = 0;
         if start >= self.len || data_at(&self.file, start)?.is_some_and(|d| d < self.len) {
             // The end, or data past a hole: not a layout fjall writes
             // (front to back); stay out of its way.

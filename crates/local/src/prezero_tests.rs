@@ -47,7 +47,7 @@ proptest! {
     /// chunk lands on blocks that were zeroed ahead of it.
     #[test]
     fn never_changes_a_byte_and_runs_ahead(
-        chunks in proptest::collection::vec((1usize..40_000, any::<u8>()), 1..400),
+        chunks in proptest::collection::vec((1usize..8_000, any::<u8>()), 1..2_000),
     ) {
         let (_dir, mut writer, mut prezero) = sparse(LEN);
         let mut model = Vec::new();
@@ -107,10 +107,18 @@ fn zeroes_ahead_of_the_data_and_not_beyond_the_length() {
             .seek(std::io::SeekFrom::Start(prezero.tripwire.unwrap_or(0)))
             .unwrap();
         writer.write_all(&[9u8; 4096]).unwrap();
+        for _ in 0..MIN_GROUPS_PER_STEP {
+            assert!(prezero.due());
+        }
         prezero.step().unwrap();
         steps += 1;
         assert!(steps < 20);
     }
+    assert!(steps > 5, "ran to the end, not stopped early: {steps}");
+    assert!(
+        allocated(&writer, LEN - 4096, LEN),
+        "zeroed up to the length"
+    );
     assert_eq!(writer.metadata().unwrap().len(), LEN);
 }
 
@@ -143,4 +151,21 @@ fn stays_out_of_the_way_of_data_past_a_hole() {
     assert!(!prezero.due());
     assert!(!allocated(&writer, 8192, 3 * STEP));
     assert_eq!(contents(&writer), before);
+}
+
+#[test]
+fn large_groups_stop_it() {
+    // 100 KB per group: five groups per half step, fewer than the
+    // minimum, so the second step does not zero and the file is done.
+    let (_dir, mut writer, mut prezero) = sparse(LEN);
+    let mut steps = 0;
+    for _ in 0..40 {
+        if prezero.due() && prezero.step().unwrap() {
+            steps += 1;
+        }
+        writer.write_all(&[6u8; 100_000]).unwrap();
+    }
+    assert_eq!(steps, 1, "only the first step zeroes");
+    assert!(prezero.done);
+    assert!(!prezero.due());
 }

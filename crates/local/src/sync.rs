@@ -551,9 +551,12 @@ impl JournalSync {
         let Some(active) = &mut self.active else {
             return;
         };
-        let Some(prezero) = active.prezero.as_mut().filter(|p| p.due()) else {
+        let Some(prezero) = active.prezero.as_mut() else {
             return;
         };
+        if !prezero.due() {
+            return;
+        }
         let stepped = {
             let _writer = store.lock_writer();
             store

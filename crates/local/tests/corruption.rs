@@ -162,7 +162,9 @@ async fn rot_in_a_version_file_is_refused_and_named() {
 async fn store_with_a_table(dir: &Path) -> PathBuf {
     fill(dir, 20, 600_000).await;
     let tables = keyspace_dir(dir, 4).join("tables");
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // Generous: under a whole suite's writeback the flush worker's fsyncs
+    // can take seconds (a positive wait; it cannot pass without a table).
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let found = std::fs::read_dir(&tables)
             .ok()

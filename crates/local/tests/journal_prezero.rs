@@ -12,7 +12,7 @@ use rustix::fs::{seek, SeekFrom};
 
 const MESSAGES: usize = 400;
 const PAYLOAD: usize = 3_000;
-const PER_CALL: usize = 8;
+const PER_CALL: usize = 4;
 
 fn queue() -> QueueName {
     QueueName::new("prezero").expect("queue name")
