@@ -49,6 +49,11 @@ pub(crate) const TRIPWIRE: u64 = 4096;
 /// zeroing ahead would double the bytes written.
 pub(crate) const MIN_GROUPS_PER_STEP: u64 = 16;
 
+/// What a step writes from. A zeroed static lives in `.bss`: reading it
+/// maps the kernel's shared zero page, where a fresh 1 MiB allocation per
+/// step could fault in (and clear) a new huge page each time.
+static ZEROS: [u8; STEP as usize] = [0; STEP as usize];
+
 /// The pre-zeroing state of one journal file.
 pub(crate) struct Prezero {
     file: File,
@@ -120,13 +125,13 @@ impl Prezero {
         }
         let end = (start + STEP).min(self.len);
         let tripwire = (start + STEP / 2) & !(TRIPWIRE - 1);
-        let zeros = vec![0u8; STEP as usize];
+        let zeros = &ZEROS[..];
         if end < self.len && tripwire > start && tripwire + TRIPWIRE < end {
-            self.write_zeros(&zeros, start, tripwire)?;
-            self.write_zeros(&zeros, tripwire + TRIPWIRE, end)?;
+            self.write_zeros(zeros, start, tripwire)?;
+            self.write_zeros(zeros, tripwire + TRIPWIRE, end)?;
             self.tripwire = Some(tripwire);
         } else {
-            self.write_zeros(&zeros, start, end)?;
+            self.write_zeros(zeros, start, end)?;
             self.done = true;
         }
         Ok(true)
