@@ -235,6 +235,10 @@ impl State {
         if self.pending_flushed || self.in_flight.as_ref().is_some_and(|(_, flushed)| *flushed) {
             return true;
         }
+        if self.pending.is_empty() && self.in_flight.is_none() {
+            // Everything written is durable: no key to build (per lease).
+            return false;
+        }
         let key = codec::message_key(queue, id);
         self.pending.get(Space::Messages, &key).is_some()
             || self

@@ -10,11 +10,11 @@
 //! - the in-flight count that graceful shutdown waits for (`shutdown`).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use tokio::time::Instant;
 
 use crate::shutdown::InFlight;
 use crate::{body_deadline, extract, metrics, shutdown};
@@ -44,11 +44,6 @@ pub(crate) async fn per_request(
         }
     };
     let response = body_deadline::answer_if_too_slow(too_slow, version, response);
-    metrics::record_request(
-        route.as_ref(),
-        &method,
-        response.status(),
-        started.into_std(),
-    );
+    metrics::record_request(route.as_ref(), &method, response.status(), started);
     response
 }
