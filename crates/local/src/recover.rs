@@ -123,8 +123,10 @@ fn recover(
     report.schedules_armed = state.load_schedules(store, now)?;
     state.absorb(tx);
     state.flush_pending(store)?;
-    // Recovery's writes need no sync-thread round: `load` fsyncs them.
+    // Recovery's writes need no sync-thread round: `load` fsyncs them
+    // (so they do not count as undurable for the first leases either).
     state.sync_needed = false;
+    state.pending_flushed = false;
     report.messages_in_memory = state.queues.values().map(|q| q.messages.len() as u64).sum();
     Ok(report)
 }
