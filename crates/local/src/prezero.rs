@@ -82,10 +82,10 @@ impl Prezero {
         })
     }
 
-    /// Called once per fsynced group: whether the writer reached the
-    /// tripwire (or no step ran yet). A racy look without the write lock:
+    /// Counts a fsynced group (call once per group) and says whether a
+    /// step is due: the writer reached the tripwire (or no step ran yet). A racy look without the write lock:
     /// [`Prezero::step`] checks again.
-    pub fn due(&mut self) -> bool {
+    pub fn after_group(&mut self) -> bool {
         if self.done {
             return false;
         }

@@ -57,7 +57,7 @@ proptest! {
             if pos + size as u64 > LEN {
                 break;
             }
-            if prezero.due() && prezero.step().unwrap() {
+            if prezero.after_group() && prezero.step().unwrap() {
                 prezero.sync().unwrap();
             }
             total += 1;
@@ -86,7 +86,7 @@ proptest! {
 fn zeroes_ahead_of_the_data_and_not_beyond_the_length() {
     let (_dir, mut writer, mut prezero) = sparse(LEN);
     writer.write_all(&[7u8; 10_000]).unwrap();
-    assert!(prezero.due());
+    assert!(prezero.after_group());
     assert!(prezero.step().unwrap());
     // Zeroed from the block after the data, a step's worth, with the
     // tripwire left a hole in its middle.
@@ -95,7 +95,10 @@ fn zeroes_ahead_of_the_data_and_not_beyond_the_length() {
     assert!(allocated(&writer, 12_288, tripwire));
     assert!(!allocated(&writer, tripwire, tripwire + TRIPWIRE));
     assert!(allocated(&writer, tripwire + TRIPWIRE, 12_288 + STEP));
-    assert!(!prezero.due(), "the writer has not reached the tripwire");
+    assert!(
+        !prezero.after_group(),
+        "the writer has not reached the tripwire"
+    );
     assert!(
         !prezero.step().unwrap(),
         "a step before the tripwire zeroes nothing"
@@ -108,7 +111,7 @@ fn zeroes_ahead_of_the_data_and_not_beyond_the_length() {
             .unwrap();
         writer.write_all(&[9u8; 4096]).unwrap();
         for _ in 0..MIN_GROUPS_PER_STEP {
-            assert!(prezero.due());
+            assert!(prezero.after_group());
         }
         prezero.step().unwrap();
         steps += 1;
@@ -148,7 +151,7 @@ fn stays_out_of_the_way_of_data_past_a_hole() {
     let before = contents(&writer);
     assert!(!prezero.step().unwrap());
     assert!(prezero.done);
-    assert!(!prezero.due());
+    assert!(!prezero.after_group());
     assert!(!allocated(&writer, 8192, 3 * STEP));
     assert_eq!(contents(&writer), before);
 }
@@ -160,12 +163,12 @@ fn large_groups_stop_it() {
     let (_dir, mut writer, mut prezero) = sparse(LEN);
     let mut steps = 0;
     for _ in 0..40 {
-        if prezero.due() && prezero.step().unwrap() {
+        if prezero.after_group() && prezero.step().unwrap() {
             steps += 1;
         }
         writer.write_all(&[6u8; 100_000]).unwrap();
     }
     assert_eq!(steps, 1, "only the first step zeroes");
     assert!(prezero.done);
-    assert!(!prezero.due());
+    assert!(!prezero.after_group());
 }

@@ -554,7 +554,7 @@ impl JournalSync {
         let Some(prezero) = active.prezero.as_mut() else {
             return;
         };
-        if !prezero.due() {
+        if !prezero.after_group() {
             return;
         }
         let stepped = {
