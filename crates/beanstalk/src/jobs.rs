@@ -246,6 +246,7 @@ impl Session {
             return Ok(());
         };
         let nack = Nack {
+            defer: false,
             delay_ms: Some(u64::from(delay) * 1000),
             priority: Some(pri),
             may_die: false,

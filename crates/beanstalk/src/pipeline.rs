@@ -101,6 +101,7 @@ impl Session {
             }
             Command::Release { pri, delay, .. } => {
                 let nack = Nack {
+                    defer: false,
                     delay_ms: Some(u64::from(delay) * 1000),
                     priority: Some(pri),
                     may_die: false,

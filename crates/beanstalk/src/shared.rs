@@ -119,6 +119,7 @@ impl Session {
 
 async fn release_held(broker: &dyn delayd_core::Broker, held: Held) {
     let nack = Nack {
+        defer: false,
         delay_ms: Some(0),
         priority: None,
         may_die: false,

@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use async_trait::async_trait;
 
 use crate::error::BrokerResult;
+use crate::flow::{FlowKey, KeyInfo};
 use crate::message::{
     Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, LeaseRequest, ListQuery, Message,
     Nack, Redrive, Reschedule,
@@ -202,6 +203,12 @@ pub trait Broker: Send + Sync + 'static {
         }
         results
     }
+
+    // ----- flow control -----
+
+    /// A flow key's live messages by state and its cooldown. A key with no
+    /// live message answers zeros. Unknown queue: `QueueNotFound`.
+    async fn key_info(&self, queue: &QueueName, key: &FlowKey) -> BrokerResult<KeyInfo>;
 
     // ----- dead letters -----
 

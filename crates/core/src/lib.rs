@@ -6,6 +6,8 @@
 //!   queue stats.
 //! - [`message`]: a message and its states, and the request/response types
 //!   of the trait (enqueue, lease, nack, reschedule, list, redrive).
+//! - [`flow`]: flow control's one gate (rate buckets, concurrency slots,
+//!   cooldown, the deferral rule), pure code with `now` passed in.
 //! - [`broker`]: the [`Broker`] trait every backend implements and every
 //!   frontend calls.
 //! - [`pipeline`]: the calls of [`Broker::pipeline`] (one client's
@@ -65,6 +67,7 @@ pub mod accept;
 pub mod broker;
 pub mod clock;
 pub mod error;
+pub mod flow;
 pub mod message;
 pub mod metric;
 pub mod model;
@@ -77,6 +80,7 @@ pub mod testkit;
 pub use broker::{check_ack_batch, Broker, DueHistogram, Upsert, HISTOGRAM_SCAN_LIMIT, MAX_BATCH};
 pub use clock::{Clock, ManualClock, SkewedClock, SystemClock};
 pub use error::{BrokerError, BrokerResult};
+pub use flow::{Deferral, FlowConfig, FlowKey, GateState, Hold, KeyInfo, Rate};
 pub use message::{
     check_lease_ms, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, LeaseRequest,
     ListQuery, Message, MessageCounters, MessageState, Nack, Redrive, Reschedule, Schedule,

@@ -6,6 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::flow::FlowKey;
 use crate::model::{LeaseId, MessageId, QueueName};
 
 /// Where a live message is in its lifecycle (see docs/ARCHITECTURE.md).
@@ -81,6 +82,23 @@ pub struct Message {
     pub counters: MessageCounters,
     pub headers: BTreeMap<String, String>,
     pub payload: Vec<u8>,
+    /// Its flow key (api.md, "Flow control"); `None`: limited by the
+    /// queue-wide limits only.
+    pub key: Option<FlowKey>,
+    /// Deferrals in a row (reset by a failed attempt and by redrive); past
+    /// the queue's `flow.max_deferrals` the message dies.
+    pub deferrals: u32,
+}
+
+impl Message {
+    /// Whether the message was handed out before and came back (failed or
+    /// deferred): with `flow.ordered` it is its key's next message
+    /// whatever its order, until it is acked, cancelled or dead.
+    pub fn holds_key(&self) -> bool {
+        self.key.is_some()
+            && self.state != MessageState::Dead
+            && (self.attempts > 0 || self.deferrals > 0)
+    }
 }
 
 /// When a message becomes deliverable.
@@ -117,6 +135,8 @@ pub struct EnqueueRequest {
     pub payload: Vec<u8>,
     pub max_attempts: Option<u32>,
     pub lease_ms: Option<u64>,
+    /// The message's flow key.
+    pub key: Option<FlowKey>,
 }
 
 impl EnqueueRequest {
@@ -217,6 +237,7 @@ pub struct Delivery {
     pub priority: u32,
     pub headers: BTreeMap<String, String>,
     pub payload: Vec<u8>,
+    pub key: Option<FlowKey>,
 }
 
 /// A failed delivery reported by the consumer.
@@ -229,6 +250,11 @@ pub struct Nack {
     /// Whether this nack counts towards `max_attempts`. The HTTP API always
     /// counts; beanstalkd's `release` never buries a job, so it does not.
     pub may_die: bool,
+    /// The delivery was not an attempt (the consumer was told to slow
+    /// down): on a queue with `flow` the deferral rule applies
+    /// ([`crate::flow::FlowConfig::defer`]); on a queue without it,
+    /// `InvalidArgument`.
+    pub defer: bool,
 }
 
 impl Default for Nack {
@@ -237,6 +263,7 @@ impl Default for Nack {
             delay_ms: None,
             priority: None,
             may_die: true,
+            defer: false,
         }
     }
 }

@@ -7,6 +7,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::BrokerError;
+use crate::flow::FlowConfig;
 
 /// Priority given to messages enqueued without one. Lower is more urgent
 /// (beanstalkd's convention); 1024 is beanstalkd's "urgent" threshold too.
@@ -287,6 +288,10 @@ pub struct QueueConfig {
     pub max_attempts: u32,
     pub retry: RetryPolicy,
     pub push: Option<PushConfig>,
+    /// Flow control (api.md, "Flow control"); `None`: deliver whatever is
+    /// ready, and push keeps its plain retry rules.
+    #[serde(default)]
+    pub flow: Option<FlowConfig>,
 }
 
 impl Default for QueueConfig {
@@ -296,6 +301,7 @@ impl Default for QueueConfig {
             max_attempts: 10,
             retry: RetryPolicy::default(),
             push: None,
+            flow: None,
         }
     }
 }
@@ -308,6 +314,9 @@ impl QueueConfig {
             ));
         }
         self.retry.validate()?;
+        if let Some(flow) = &self.flow {
+            flow.validate()?;
+        }
         if let Some(push) = &self.push {
             if push.concurrency == 0 {
                 return Err(BrokerError::InvalidArgument(
@@ -340,6 +349,8 @@ pub struct QueueConfigPatch {
     pub retry: Option<RetryPolicy>,
     /// `Some(None)` removes the push target.
     pub push: Option<Option<PushConfig>>,
+    /// Replaced whole when given; `Some(None)` removes it.
+    pub flow: Option<Option<FlowConfig>>,
 }
 
 impl QueueConfigPatch {
@@ -362,6 +373,10 @@ impl QueueConfigPatch {
             push: match &self.push {
                 Some(push) => push.clone(),
                 None => config.push.clone(),
+            },
+            flow: match &self.flow {
+                Some(flow) => flow.clone(),
+                None => config.flow.clone(),
             },
         }
     }

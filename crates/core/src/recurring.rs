@@ -255,6 +255,9 @@ pub struct MessageTemplate {
     pub priority: Option<u32>,
     pub headers: BTreeMap<String, String>,
     pub max_attempts: Option<u32>,
+    /// The flow key of every fire's message.
+    #[serde(default)]
+    pub key: Option<crate::flow::FlowKey>,
 }
 
 /// Which unfired past fire times are enqueued when the server gets to them.
@@ -567,6 +570,7 @@ impl ScheduleRecord {
             payload: template.payload.clone(),
             max_attempts: template.max_attempts,
             lease_ms: None,
+            key: template.key.clone(),
         }
     }
 

@@ -18,6 +18,7 @@ async fn setup(max_attempts: u32) -> (ModelBroker, ManualClock, QueueName) {
     let broker = ModelBroker::with_clock(Arc::new(clock.clone()));
     let q = QueueName::new("q").unwrap();
     let patch = QueueConfigPatch {
+        flow: None,
         lease_ms: Some(1_000),
         max_attempts: Some(max_attempts),
         // multiplier 1 and initial 1000: the backoff is 1000..=1100 ms.

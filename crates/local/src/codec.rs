@@ -143,6 +143,7 @@ impl From<QueueRecordV1> for QueueRecord {
         });
         QueueRecord {
             config: QueueConfig {
+                flow: None,
                 lease_ms: old.config.lease_ms,
                 max_attempts: old.config.max_attempts,
                 retry: old.config.retry,
@@ -385,6 +386,7 @@ b0ba97ffbc3101024c31000100000301016b0176";
     fn queue() -> QueueRecord {
         QueueRecord {
             config: QueueConfig {
+                flow: None,
                 lease_ms: 30_000,
                 max_attempts: 10,
                 retry: RetryPolicy {

@@ -33,6 +33,7 @@ impl State {
     ) -> BrokerResult<Delivery> {
         let payload = self.payload_of(store, rec.seq)?;
         Ok(Delivery {
+            key: None,
             queue,
             id: rec.id,
             seq: rec.seq,

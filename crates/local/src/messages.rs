@@ -185,6 +185,8 @@ impl State {
     ) -> BrokerResult<Message> {
         let payload = self.payload_of(store, rec.seq)?;
         Ok(Message {
+            deferrals: 0,
+            key: None,
             queue: queue.clone(),
             id: rec.id,
             seq: rec.seq,

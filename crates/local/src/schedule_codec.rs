@@ -145,6 +145,7 @@ mod golden {
                 end_at: None,
                 max_fires: Some(3),
                 message: MessageTemplate {
+                    key: None,
                     payload: b"go".to_vec(),
                     priority: Some(7),
                     headers: BTreeMap::from([("k".to_string(), "v".to_string())]),

@@ -260,6 +260,7 @@ mod tests {
 
     fn delivery(headers: &[(&str, &str)]) -> Delivery {
         Delivery {
+            key: None,
             queue: QueueName::new("q").unwrap(),
             id: MessageId::new("m1").unwrap(),
             seq: 7,

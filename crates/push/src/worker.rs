@@ -282,6 +282,7 @@ impl QueueWorker {
             _ => None,
         };
         Nack {
+            defer: false,
             delay_ms: retry_after.map(|ms| ms.min(self.retry_max_ms)),
             priority: None,
             may_die: true,

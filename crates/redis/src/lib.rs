@@ -254,6 +254,18 @@ impl Broker for RedisBroker {
         self.inner.trigger_schedule(queue, id).await
     }
 
+    async fn key_info(
+        &self,
+        queue: &delayd_core::QueueName,
+        key: &delayd_core::FlowKey,
+    ) -> delayd_core::BrokerResult<delayd_core::KeyInfo> {
+        // FLOW-WIP: replaced by the backend's own before landing.
+        let _ = (queue, key);
+        Err(delayd_core::BrokerError::unavailable(
+            "flow keys: not built yet",
+        ))
+    }
+
     async fn ready(&self) -> BrokerResult<()> {
         self.inner.check_open()?;
         let pong: String = self.inner.query(&redis::cmd("PING"), false).await?;

@@ -102,6 +102,8 @@ pub(crate) fn message(queue: &QueueName, r: &[Value]) -> BrokerResult<Message> {
     }
     let id = MessageId::new(text(&r[0])?).map_err(|_| corrupt("message id"))?;
     Ok(Message {
+        deferrals: 0,
+        key: None,
         queue: queue.clone(),
         id,
         seq: int(&r[1])?,
@@ -132,6 +134,7 @@ pub(crate) fn delivery(queue: &QueueName, r: &[Value]) -> BrokerResult<Delivery>
     let lease_id = LeaseId(text(&r[12])?.to_owned());
     let m = message(queue, r)?;
     Ok(Delivery {
+        key: None,
         queue: m.queue,
         id: m.id,
         seq: m.seq,

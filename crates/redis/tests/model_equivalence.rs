@@ -328,6 +328,7 @@ async fn run_steps(seed: u64, shards: u32, steps: usize, schedules: bool) {
     let redis: Arc<dyn Broker> = Arc::new(RedisBroker::connect(config).await.unwrap());
     let q = QueueName::new("eq").unwrap();
     let patch = QueueConfigPatch {
+        flow: None,
         lease_ms: Some(20),
         max_attempts: Some(3),
         // Backoff 5 ms with no jitter (10% of 5 rounds to 0): deterministic.

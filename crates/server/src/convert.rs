@@ -69,6 +69,7 @@ pub fn enqueue_request(body: EnqueueBody, limits: &Limits) -> Result<EnqueueRequ
     let schedule = schedule(body.delay_ms, body.deliver_at, limits)?.unwrap_or_default();
     let headers = headers(body.headers)?;
     Ok(EnqueueRequest {
+        key: None,
         id,
         schedule,
         priority: body.priority,
@@ -151,6 +152,7 @@ pub fn queue_patch(
         Some(Some(push)) => Some(Some(push_config(push, allow)?)),
     };
     Ok(QueueConfigPatch {
+        flow: None,
         lease_ms: body.lease_ms,
         max_attempts: body.max_attempts,
         retry,

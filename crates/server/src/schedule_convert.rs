@@ -103,6 +103,7 @@ fn template(body: ScheduleMessageBody, limits: &Limits) -> Result<MessageTemplat
         ..err
     })?;
     Ok(MessageTemplate {
+        key: None,
         payload: request.payload,
         priority: Some(request.priority.unwrap_or(DEFAULT_PRIORITY)),
         headers: request.headers,

@@ -135,6 +135,8 @@ pub(super) fn decode_err(err: BrokerError) -> BrokerError {
 
 pub(super) fn to_message(view: wire::MessageView) -> BrokerResult<Message> {
     Ok(Message {
+        deferrals: 0,
+        key: None,
         queue: QueueName::new(view.queue).map_err(decode_err)?,
         id: MessageId::new(view.id).map_err(decode_err)?,
         seq: view.seq,
@@ -157,6 +159,7 @@ pub(super) fn to_message(view: wire::MessageView) -> BrokerResult<Message> {
 
 pub(super) fn to_delivery(queue: &QueueName, leased: wire::Leased) -> BrokerResult<Delivery> {
     Ok(Delivery {
+        key: None,
         queue: queue.clone(),
         id: MessageId::new(leased.id).map_err(decode_err)?,
         seq: leased.seq,
@@ -175,6 +178,7 @@ pub(super) fn to_queue_info(queue: wire::Queue) -> BrokerResult<QueueInfo> {
     Ok(QueueInfo {
         name: QueueName::new(queue.name).map_err(decode_err)?,
         config: QueueConfig {
+            flow: None,
             lease_ms: config.lease_ms,
             max_attempts: config.max_attempts,
             retry: RetryPolicy {

@@ -407,6 +407,18 @@ impl Broker for HttpBroker {
         schedules::trigger(&self.client, queue, id).await
     }
 
+    async fn key_info(
+        &self,
+        queue: &delayd_core::QueueName,
+        key: &delayd_core::FlowKey,
+    ) -> delayd_core::BrokerResult<delayd_core::KeyInfo> {
+        // FLOW-WIP: replaced by the backend's own before landing.
+        let _ = (queue, key);
+        Err(delayd_core::BrokerError::unavailable(
+            "flow keys: not built yet",
+        ))
+    }
+
     async fn ready(&self) -> BrokerResult<()> {
         let done = self.client.readyz().await;
         done.map_err(|err| BrokerError::unavailable(err.to_string()))

@@ -163,6 +163,7 @@ fn to_record(schedule: Schedule) -> BrokerResult<ScheduleRecord> {
             end_at: schedule.end_at,
             max_fires: schedule.max_fires,
             message: MessageTemplate {
+                key: None,
                 payload: message.payload.into_bytes(),
                 priority: Some(message.priority),
                 headers: message.headers,

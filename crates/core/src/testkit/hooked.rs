@@ -150,6 +150,10 @@ impl<B: Broker> Broker for Hooked<B> {
         (self.hook)("redrive").await;
         self.inner.redrive(q, w).await
     }
+    async fn key_info(&self, q: &QueueName, k: &crate::FlowKey) -> BrokerResult<crate::KeyInfo> {
+        (self.hook)("key_info").await;
+        self.inner.key_info(q, k).await
+    }
     async fn ready(&self) -> BrokerResult<()> {
         (self.hook)("ready").await;
         self.inner.ready().await

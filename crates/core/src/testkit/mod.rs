@@ -4,7 +4,8 @@
 //! # Layout
 //! - [`model`]: [`ModelBroker`], the simple in-memory reference broker.
 //! - `state`: the model's state and its synchronous transitions;
-//!   `firing`: how it fires schedules on time without timers.
+//!   `firing`: how it fires schedules on time without timers; `flow`: its
+//!   flow control, every count derived from the messages.
 //! - [`cases`]: the conformance cases, one `pub async fn` per rule.
 //! - [`hooked`]: [`hooked::Hooked`], a broker that runs a test's hook
 //!   before each call of an inner one (hold, announce, panic).
@@ -37,6 +38,7 @@
 
 pub mod cases;
 mod firing;
+mod flow;
 pub mod hooked;
 pub mod model;
 pub mod net;

@@ -22,6 +22,7 @@ use super::state::{self, State};
 use crate::broker::{Broker, Upsert};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{BrokerError, BrokerResult};
+use crate::flow::{FlowKey, KeyInfo};
 use crate::message::{
     Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, LeaseRequest, ListQuery, Message,
     MessageState, Nack, Redrive, Reschedule,
@@ -98,12 +99,17 @@ impl ModelBroker {
             self.changed.notify_waiters();
         }
         let state = &mut *guard;
-        let keys = state.ready_order(queues, now);
+        let (keys, held_until) = state.deliverable(queues, request.max as usize, now);
         if keys.is_empty() {
-            return Ok(Err(state.next_event(queues, now)));
+            let next = state.next_event(queues, now);
+            let next = match (next, held_until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            return Ok(Err(next));
         }
         let mut out = Vec::new();
-        for key in keys.into_iter().take(request.max as usize) {
+        for key in keys {
             let queue_lease = state.config(&key.0)?.lease_ms;
             let stored = state.stored_mut(&key.0, &key.1)?;
             let lease_ms = request
@@ -133,8 +139,13 @@ impl Broker for ModelBroker {
         let config = patch.resolve(current.as_ref())?;
         state.create_queue(queue, config.clone());
         if let Some(q) = state.queues.get_mut(queue) {
+            if config.flow.is_none() {
+                q.flow = Default::default();
+            }
             q.config = config;
         }
+        // Changed limits apply to messages already waiting.
+        self.changed.notify_waiters();
         Ok((upsert, state.info(queue, now)?))
     }
 
@@ -344,6 +355,18 @@ impl Broker for ModelBroker {
         let config = state
             .config(queue)
             .map_err(|_| state::not_found(queue, id))?;
+        if nack.defer {
+            if config.flow.is_none() {
+                return Err(super::flow::no_flow(queue));
+            }
+            let stored = state.leased_mut(queue, id, lease)?;
+            if let Some(priority) = nack.priority {
+                stored.msg.priority = priority;
+            }
+            state.defer(&(queue.clone(), id.clone()), nack.delay_ms, now)?;
+            self.changed.notify_waiters();
+            return Ok(());
+        }
         let stored = state.leased_mut(queue, id, lease)?;
         stored.msg.counters.releases += 1;
         if let Some(priority) = nack.priority {
@@ -416,6 +439,7 @@ impl Broker for ModelBroker {
             let m = &mut state.stored_mut(queue, id)?.msg;
             m.state = MessageState::Ready;
             m.attempts = 0;
+            m.deferrals = 0;
             m.died_at = None;
             m.deliver_at = m.deliver_at.min(now);
             m.counters.kicks += 1;
@@ -513,6 +537,11 @@ impl Broker for ModelBroker {
         let outcome = state.enqueue(queue, request, now)?;
         self.changed.notify_waiters();
         Ok(outcome)
+    }
+
+    async fn key_info(&self, queue: &QueueName, key: &FlowKey) -> BrokerResult<KeyInfo> {
+        let (state, now) = self.open()?;
+        state.key_info(queue, key, now)
     }
 
     async fn ready(&self) -> BrokerResult<()> {

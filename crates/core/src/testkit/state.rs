@@ -32,6 +32,8 @@ pub(crate) struct QueueState {
     /// Which creation of this name it is, so a waiting lease can tell that
     /// its queue was deleted even when it was created again meanwhile.
     pub incarnation: u64,
+    /// Buckets and cooldowns of its flow control (module `flow`).
+    pub flow: super::flow::FlowState,
 }
 
 impl QueueState {
@@ -124,6 +126,7 @@ impl State {
         for key in keys {
             changed |= self.settle_one(&key, now);
         }
+        self.forget_idle_keys(now);
         changed
     }
 
@@ -187,6 +190,8 @@ impl State {
             counters: MessageCounters::default(),
             headers: request.headers,
             payload: request.payload,
+            key: request.key,
+            deferrals: 0,
         };
         let key = (queue.clone(), id.clone());
         self.messages.insert(key, Stored { msg, lease: None });
@@ -245,6 +250,7 @@ impl State {
                 config,
                 pause: None,
                 incarnation: self.queues_created,
+                flow: Default::default(),
             };
             self.queues.insert(name.clone(), queue);
         }
@@ -418,6 +424,7 @@ impl State {
         messages
             .chain(pauses)
             .chain(fires)
+            .chain(self.flow_events(queues, now))
             .filter(|t| *t > now)
             .min()
     }
@@ -443,6 +450,7 @@ pub(crate) fn deliver(stored: &mut Stored, now: u64, lease_ms: u64) -> Delivery 
         priority: m.priority,
         headers: m.headers.clone(),
         payload: m.payload.clone(),
+        key: m.key.clone(),
     }
 }
 
@@ -459,6 +467,8 @@ pub(crate) fn fail_attempt(
     stored.lease = None;
     let m = &mut stored.msg;
     m.lease_until = None;
+    // A failure ends a run of deferrals.
+    m.deferrals = 0;
     if may_die && config.exhausted(m.attempts, m.max_attempts) {
         kill(m, at);
         return;

@@ -238,6 +238,21 @@ impl Broker for NullBroker {
         unsupported()
     }
 
+    async fn key_info(
+        &self,
+        _queue: &QueueName,
+        key: &delayd_core::FlowKey,
+    ) -> BrokerResult<delayd_core::KeyInfo> {
+        Ok(delayd_core::KeyInfo {
+            key: key.clone(),
+            scheduled: 0,
+            ready: 0,
+            leased: 0,
+            dead: 0,
+            cooling_until: None,
+        })
+    }
+
     async fn ready(&self) -> BrokerResult<()> {
         Ok(())
     }

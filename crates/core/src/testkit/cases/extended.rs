@@ -201,6 +201,7 @@ pub async fn counters_track_events(b: Arc<dyn Broker>) {
         delay_ms: Some(0),
         priority: Some(3),
         may_die: false,
+        defer: false,
     };
     s::must(
         b.nack(&q, &out.id, &d.lease_id, keep).await,

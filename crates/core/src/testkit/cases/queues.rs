@@ -43,6 +43,7 @@ pub async fn queue_put_merges(b: Arc<dyn Broker>) {
         max_attempts: 3,
         retry,
         push: None,
+        flow: None,
     };
     assert_eq!(info.config, expected, "merged config");
     assert_eq!(s::must(b.get_queue(&q).await, "get").config, expected);

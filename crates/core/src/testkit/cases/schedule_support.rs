@@ -40,6 +40,7 @@ pub(super) fn definition(recurrence: Recurrence, start_at: u64) -> ScheduleDefin
             priority: None,
             headers: BTreeMap::from([("kind".to_string(), "test".to_string())]),
             max_attempts: None,
+            key: None,
         },
         catchup: Catchup::Latest,
         catchup_window_ms: DEFAULT_CATCHUP_WINDOW_MS,
