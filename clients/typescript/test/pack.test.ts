@@ -21,7 +21,9 @@ let files: string[];
 
 before(() => {
   dir = mkdtempSync(join(tmpdir(), "delayd-pack-"));
-  const out = execFileSync(npm, ["pack", "--json", "--pack-destination", dir], {
+  // --ignore-scripts: the test script has just built dist/; prepack's
+  // rebuild would rewrite it under the other test files running now.
+  const out = execFileSync(npm, ["pack", "--json", "--ignore-scripts", "--pack-destination", dir], {
     cwd: PACKAGE_DIR,
     encoding: "utf8",
     // `npm test` sets npm_config_* of its own; the pack must not inherit a dry run.
