@@ -260,7 +260,13 @@ export class DelaydClient {
   /** `POST .../messages/{id}/nack`: failed; redelivered after `delay_ms`
    * or the queue's backoff, dead at `max_attempts`. With `defer: true`
    * (queues with `flow`) it is not counted as an attempt. */
-  async nack(queue: string, id: string, leaseId: string, options: NackOptions = {}, opts: CallOptions = {}) {
+  async nack(
+    queue: string,
+    id: string,
+    leaseId: string,
+    options: NackOptions = {},
+    opts: CallOptions = {},
+  ): Promise<void> {
     const body = buildBody("nack", { lease_id: leaseId, ...options });
     await this.call("nack", { path: { queue, id }, body, signal: opts.signal });
   }

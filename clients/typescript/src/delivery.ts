@@ -30,7 +30,8 @@ export class Defer extends Error {
   }
 }
 
-/** Sentinel for a lease whose length is not known yet. */
+/** The lease length (ms) to extend by: the worker's `leaseMs`, else the
+ * queue's `lease_ms`, fetched once and shared by all its deliveries. */
 type LeaseMs = () => Promise<number>;
 
 export class Delivery {

@@ -72,7 +72,7 @@ describe("flow control", () => {
     assert.equal((await client.getMessage(q, fired.id)).key, "tenant-2");
   });
 
-  flowTest("a handler's Defer nacks with defer: the attempt is not spent, the key cools down", async () => {
+  flowTest("a handler's Defer nacks with defer: the attempt is not spent", async () => {
     const q = queueName();
     await client.putQueue(q, { flow: {} });
     await client.enqueue(q, "x", { id: "d", key: "k1" });
