@@ -63,6 +63,7 @@ async function ready(url: string, proc: ChildProcess, deadline: number): Promise
 }
 
 export async function startServer(extra: readonly string[] = []): Promise<Server> {
+  const bin = delaydBin(); // before the temporary directory: nothing to clean up
   const dir = mkdtempSync(join(tmpdir(), "delayd-ts-"));
   const logPath = join(dir, "serve.log");
   for (let i = 0; i < 3; i++) {
@@ -71,7 +72,7 @@ export async function startServer(extra: readonly string[] = []): Promise<Server
     const log = openSync(logPath, "a");
     const args = ["serve", "--http", `127.0.0.1:${port}`, "--beanstalk", "off"];
     args.push("--data", join(dir, "data"), "--disk-reserve", "0", ...extra);
-    const proc = spawn(delaydBin(), args, { stdio: ["ignore", log, log] });
+    const proc = spawn(bin, args, { stdio: ["ignore", log, log] });
     const exited = new Promise<number | null>((r) => proc.once("exit", (code) => r(code)));
     if (await ready(url, proc, Date.now() + 20_000)) {
       return {
@@ -89,7 +90,9 @@ export async function startServer(extra: readonly string[] = []): Promise<Server
     if (proc.exitCode === null) proc.kill("SIGKILL");
     await exited;
   }
-  throw new Error(`delayd serve did not start; log:\n${readFileSync(logPath, "utf8").slice(-2000)}`);
+  const log = readFileSync(logPath, "utf8").slice(-2000);
+  rmSync(dir, { recursive: true, force: true });
+  throw new Error(`delayd serve did not start; log:\n${log}`);
 }
 
 /** A fresh queue name per test; a "/" in it tests the path encoding. */
