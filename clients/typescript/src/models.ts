@@ -1,0 +1,337 @@
+/**
+ * The API's JSON objects as TypeScript types. Field names are the wire's
+ * (snake_case, as in api.md), so what you read here is what the server
+ * sends and what the docs show; times are epoch milliseconds (`*_at`),
+ * durations milliseconds (`*_ms`).
+ *
+ * Response types list the fields the API defines; a newer server may add
+ * more, which the client passes through untouched.
+ */
+
+import type { DelaydError } from "./errors.js";
+
+/** Message headers (string to string). Names `delayd-*` are reserved. */
+export type MessageHeaders = Readonly<Record<string, string>>;
+
+/** A payload as received: `payload` when the bytes are UTF-8, otherwise
+ * `payload_base64`. Read it with {@link payloadText} or
+ * {@link payloadBytes}. */
+export type ReceivedPayload =
+  | { readonly payload: string; readonly payload_base64?: undefined }
+  | { readonly payload_base64: string; readonly payload?: undefined };
+
+/** A payload to send: a string goes as `payload` (UTF-8), bytes as
+ * `payload_base64`. */
+export type PayloadInput = string | Uint8Array;
+
+export type MessageState = "scheduled" | "ready" | "leased" | "dead";
+
+// ---------------------------------------------------------------- queues
+
+export interface RetryPolicy {
+  initial_ms: number;
+  max_ms: number;
+  /** At least 1.0; the only non-integer number of the API. */
+  multiplier: number;
+}
+
+/** `push` of a queue `PUT`. */
+export interface PushConfig {
+  url: string;
+  timeout_ms?: number;
+  concurrency?: number;
+  /** HMAC key of `delayd-signature`; never returned (`secret_set`). */
+  secret?: string;
+  /** Sent with every push request (credentials); values never returned. */
+  headers?: MessageHeaders;
+}
+
+/** `push` as returned in a queue's config. */
+export interface PushView {
+  readonly url: string;
+  readonly timeout_ms: number;
+  readonly concurrency: number;
+  readonly secret_set: boolean;
+  readonly headers_set?: readonly string[];
+}
+
+/** A token bucket: `burst` tokens (default 1), one more every
+ * `period_ms / limit` ms; each delivery takes one. */
+export interface RateLimit {
+  limit: number;
+  period_ms: number;
+  burst?: number;
+}
+
+/** A queue's flow control (api.md, Flow control). Every field optional. */
+export interface FlowConfig {
+  /** Deliveries of the whole queue. */
+  rate?: RateLimit | null;
+  /** Deliveries of each key. */
+  key_rate?: RateLimit | null;
+  /** Messages of the queue leased (or pushed) at once. */
+  concurrency?: number | null;
+  /** The same, per key. */
+  key_concurrency?: number | null;
+  /** One message of a key at a time, a failed one stays the key's next. */
+  ordered?: boolean;
+  /** Deferrals in a row before the message is dead (default 100). */
+  max_deferrals?: number;
+}
+
+/** `flow` as returned: defaults filled in, absent limits `null`. */
+export interface FlowView {
+  readonly rate: RateLimit | null;
+  readonly key_rate: RateLimit | null;
+  readonly concurrency: number | null;
+  readonly key_concurrency: number | null;
+  readonly ordered: boolean;
+  readonly max_deferrals: number;
+}
+
+/** Body of `PUT /v1/queues/{queue}`: merged into the current config
+ * (absent fields keep their value; `retry`, `push` and `flow` are replaced
+ * whole; `null` removes `push` or `flow`). */
+export interface QueueConfigInput {
+  lease_ms?: number;
+  max_attempts?: number;
+  retry?: Partial<RetryPolicy>;
+  push?: PushConfig | null;
+  flow?: FlowConfig | null;
+}
+
+export interface QueueConfig {
+  readonly lease_ms: number;
+  readonly max_attempts: number;
+  readonly retry: RetryPolicy;
+  readonly push: PushView | null;
+  /** Present on servers with flow control. */
+  readonly flow?: FlowView | null;
+}
+
+export interface QueueStats {
+  readonly scheduled: number;
+  readonly ready: number;
+  readonly leased: number;
+  readonly dead: number;
+}
+
+export interface Queue {
+  readonly name: string;
+  readonly config: QueueConfig;
+  readonly paused: boolean;
+  /** Only during a timed pause (beanstalkd's `pause-tube`). */
+  readonly paused_until?: number;
+  readonly stats: QueueStats;
+}
+
+/** `GET /v1/queues/{queue}/keys/{key}`. */
+export interface KeyState {
+  readonly key: string;
+  readonly scheduled: number;
+  readonly ready: number;
+  readonly leased: number;
+  readonly dead: number;
+  /** Until when the key cools down after a deferral; `null` when it does
+   * not. */
+  readonly cooling_until: number | null;
+}
+
+// -------------------------------------------------------------- messages
+
+/** Options of an enqueue (and of each batch item besides its payload).
+ * At most one of `delay_ms` and `deliver_at`; neither means now. */
+export interface EnqueueOptions {
+  /** Client id: makes the enqueue idempotent (a live message with this id
+   * answers `created: false`) and safe to retry. */
+  id?: string;
+  delay_ms?: number;
+  deliver_at?: number;
+  /** Lower is delivered first; default 1024. */
+  priority?: number;
+  headers?: MessageHeaders;
+  max_attempts?: number;
+  /** Flow-control key (1-256 bytes UTF-8, no control characters). */
+  key?: string;
+}
+
+/** One message of {@link DelaydClient.enqueueBatch}. */
+export interface BatchItem extends EnqueueOptions {
+  payload: PayloadInput;
+}
+
+export interface Enqueued {
+  readonly id: string;
+  readonly seq: number;
+  readonly deliver_at: number;
+  /** `false`: a live message with this id existed; nothing changed. */
+  readonly created: boolean;
+}
+
+export type Message = ReceivedPayload & {
+  readonly id: string;
+  readonly seq: number;
+  readonly queue: string;
+  readonly state: MessageState;
+  readonly deliver_at: number;
+  readonly attempts: number;
+  readonly priority: number;
+  readonly headers: MessageHeaders;
+  /** `null` without a key (servers before flow control omit it). */
+  readonly key?: string | null;
+  readonly enqueued_at: number;
+  /** The message's own, when it has one. */
+  readonly max_attempts?: number;
+  /** While leased. */
+  readonly lease_until?: number;
+  /** While dead. */
+  readonly died_at?: number;
+};
+
+/** `PATCH .../messages/{id}`: `delay_ms` or `deliver_at`, and/or
+ * `priority`. */
+export interface RescheduleOptions {
+  delay_ms?: number;
+  deliver_at?: number;
+  priority?: number;
+}
+
+export interface ListMessagesOptions {
+  limit?: number;
+  /** The id of the last message of the previous page. */
+  after?: string;
+}
+
+export interface HistogramOptions {
+  from?: number;
+  to?: number;
+  buckets?: number;
+}
+
+export interface Histogram {
+  readonly from: number;
+  readonly to: number;
+  readonly bucket_ms: number;
+  readonly counts: readonly number[];
+  readonly truncated: boolean;
+}
+
+// ------------------------------------------------------------- consuming
+
+export interface LeaseOptions {
+  /** 1..1000, default 1. */
+  max?: number;
+  /** 0..60000, default 0: how long the server may hold the call open. */
+  wait_ms?: number;
+  /** Default: the queue's `lease_ms`. */
+  lease_ms?: number;
+}
+
+export type LeasedMessage = ReceivedPayload & {
+  readonly id: string;
+  readonly seq: number;
+  readonly lease_id: string;
+  readonly lease_until: number;
+  /** 1 for the first delivery. */
+  readonly attempt: number;
+  readonly deliver_at: number;
+  readonly priority: number;
+  readonly headers: MessageHeaders;
+  readonly key?: string | null;
+};
+
+export interface NackOptions {
+  /** Redeliver after this long; without it the queue's backoff applies. */
+  delay_ms?: number;
+  /** Not a failed attempt: the consumer was told to slow down (flow
+   * control; a queue without `flow` answers 400). */
+  defer?: boolean;
+}
+
+export interface AckItem {
+  id: string;
+  lease_id: string;
+}
+
+export type AckResult =
+  | { readonly id: string; readonly acked: true; readonly error?: undefined }
+  | { readonly id: string; readonly acked: false; readonly error: DelaydError };
+
+// ------------------------------------------------------------- schedules
+
+/** The message a schedule enqueues at each fire (no id, no delay). */
+export interface ScheduleMessageInput {
+  payload?: PayloadInput;
+  priority?: number;
+  headers?: MessageHeaders;
+  max_attempts?: number;
+  key?: string;
+}
+
+export type CatchupMode = "latest" | "all";
+export type OverlapMode = "allow" | "skip";
+
+/** Body of `PUT .../schedules/{id}`: exactly one of `cron` and
+ * `every_ms`. */
+export interface ScheduleInput {
+  cron?: string;
+  every_ms?: number;
+  /** IANA zone of `cron` (default UTC). */
+  tz?: string;
+  start_at?: number;
+  end_at?: number;
+  max_fires?: number;
+  message?: ScheduleMessageInput;
+  catchup?: CatchupMode;
+  catchup_window_ms?: number;
+  overlap?: OverlapMode;
+  jitter_ms?: number;
+  paused?: boolean;
+}
+
+export type ScheduleMessage = ReceivedPayload & {
+  readonly priority: number;
+  readonly headers: MessageHeaders;
+  readonly max_attempts?: number;
+  readonly key?: string | null;
+};
+
+export interface Schedule {
+  readonly id: string;
+  readonly queue: string;
+  readonly cron?: string;
+  readonly tz?: string;
+  readonly every_ms?: number;
+  readonly start_at: number;
+  readonly end_at: number | null;
+  readonly max_fires: number | null;
+  readonly message: ScheduleMessage;
+  /** A string: accept values newer servers may add. */
+  readonly catchup: CatchupMode | (string & {});
+  readonly catchup_window_ms: number;
+  readonly overlap: OverlapMode | (string & {});
+  readonly jitter_ms: number;
+  readonly paused: boolean;
+  readonly revision: number;
+  readonly updated_at: number;
+  readonly fires: number;
+  readonly last_fire_at: number | null;
+  readonly next_fire_at: number | null;
+  readonly next_fires: readonly number[];
+}
+
+/** `POST /v1/schedules/preview`. */
+export interface PreviewInput {
+  cron?: string;
+  every_ms?: number;
+  tz?: string;
+  start_at?: number;
+  /** 1..100, default 10. */
+  count?: number;
+}
+
+// ------------------------------------------------------------ operations
+
+export interface Status {
+  readonly status: string;
+}
