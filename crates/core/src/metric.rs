@@ -27,6 +27,16 @@ pub const STORAGE_CACHE_BYTES: &str = "delayd_storage_cache_bytes";
 pub const STORAGE_CACHE_CAPACITY_BYTES: &str = "delayd_storage_cache_capacity_bytes";
 /// Counter: reopens of the embedded store's engine after a failed write.
 pub const STORAGE_REOPENS_TOTAL: &str = "delayd_storage_reopens_total";
+/// Counter: ready messages the flow gate held back when a delivery looked
+/// at them. Labels `queue`, `reason` (`rate`, `concurrency`, `ordered`,
+/// `cooldown`: [`crate::flow::Hold::reason`]).
+pub const FLOW_HELD_TOTAL: &str = "delayd_flow_held_total";
+/// Counter: deliveries deferred (push 429, 503 with `Retry-After`, nack
+/// `defer`). Label `queue`.
+pub const FLOW_DEFERRALS_TOTAL: &str = "delayd_flow_deferrals_total";
+/// Gauge: flow keys whose state is kept ([`crate::QueueStats::flow_keys`]).
+/// Label `queue`.
+pub const FLOW_ACTIVE_KEYS: &str = "delayd_flow_active_keys";
 /// Counter: schedule fire times enqueued. Label `queue`.
 pub const SCHEDULE_FIRES_TOTAL: &str = "delayd_schedule_fires_total";
 /// Counter: schedule fire times not enqueued because they were older than

@@ -391,6 +391,11 @@ pub struct QueueStats {
     pub dead: u64,
     /// Ready messages with priority < 1024 (beanstalkd's `current-jobs-urgent`).
     pub ready_urgent: u64,
+    /// Flow keys whose state the broker keeps now (live messages, a
+    /// cooldown or a bucket not yet full): `delayd_flow_active_keys`.
+    pub flow_keys: u64,
+    /// Of those, the keys cooling down after a deferral.
+    pub cooling_keys: u64,
 }
 
 /// A queue as the API shows it.

@@ -73,6 +73,8 @@ pub(crate) struct QueueRecord {
 impl QueueRecord {
     pub fn stats(&self, ready: u64, ready_urgent: u64) -> QueueStats {
         QueueStats {
+            cooling_keys: 0,
+            flow_keys: 0,
             scheduled: self.counts.waiting.saturating_sub(ready),
             ready,
             leased: self.counts.leased,

@@ -198,6 +198,8 @@ pub(super) fn to_queue_info(queue: wire::Queue) -> BrokerResult<QueueInfo> {
         paused: queue.paused,
         paused_until: queue.paused_until,
         stats: QueueStats {
+            cooling_keys: 0,
+            flow_keys: 0,
             scheduled: queue.stats.scheduled,
             ready: queue.stats.ready,
             leased: queue.stats.leased,

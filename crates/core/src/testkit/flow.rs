@@ -217,6 +217,26 @@ impl State {
         }
     }
 
+    /// The keys whose state the model keeps (live messages, a cooldown or
+    /// a bucket not yet full), and of those the ones cooling down.
+    pub fn key_counts(&self, queue: &QueueName, now: u64) -> (u64, u64) {
+        let Some(q) = self.queues.get(queue) else {
+            return (0, 0);
+        };
+        let mut keys: std::collections::BTreeSet<&FlowKey> = self
+            .in_queue(queue)
+            .filter_map(|s| s.msg.key.as_ref())
+            .collect();
+        keys.extend(q.flow.keys.keys());
+        let cooling = q
+            .flow
+            .keys
+            .values()
+            .filter(|k| k.cooling_until > now)
+            .count();
+        (keys.len() as u64, cooling as u64)
+    }
+
     /// `GET /v1/queues/{queue}/keys/{key}`.
     pub fn key_info(&self, queue: &QueueName, key: &FlowKey, now: u64) -> BrokerResult<KeyInfo> {
         let q = self

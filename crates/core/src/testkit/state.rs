@@ -362,6 +362,9 @@ impl State {
                 MessageState::Dead => stats.dead += 1,
             }
         }
+        let (flow_keys, cooling_keys) = self.key_counts(name, now);
+        stats.flow_keys = flow_keys;
+        stats.cooling_keys = cooling_keys;
         let paused = queue.paused(now);
         Ok(QueueInfo {
             name: name.clone(),
