@@ -170,9 +170,25 @@ impl Inner {
         Ok(fired)
     }
 
+    /// Loads the horizon while messages due by `now` may be on disk only
+    /// (the driver, which keeps the horizon loaded well ahead, has fallen
+    /// behind), so that their timers are there to fire.
+    fn load_due(&self, state: &mut State, now: u64, tx: &mut Tx) -> Result<(), RoundError> {
+        while state.loaded.0 <= now {
+            state.flush_pending(&self.store).map_err(RoundError::Heal)?;
+            let more = load_horizon_step(state, &self.store, now, self.horizon_ms, tx)
+                .map_err(RoundError::Read)?;
+            if !more {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Settles time at a call (issue 31): before the call acts, everything
     /// due at its `now` is applied, as the driver would have: messages
-    /// become ready, expired leases fail, due schedules fire. So a call
+    /// become ready (loaded from disk first if the horizon fell behind),
+    /// expired leases fail, due schedules fire. So a call
     /// never sees a lease that ran out as current, or a cursor that is due
     /// as pending, whether or not the driver has had its round.
     ///
@@ -183,7 +199,9 @@ impl Inner {
     /// ticket, which is later).
     pub(crate) fn catch_up(&self, state: &mut State, now: u64) -> BrokerResult<()> {
         let mut tx = Tx::default();
-        let fired = self.fire_due(state, now, usize::MAX, &mut tx);
+        let fired = self
+            .load_due(state, now, &mut tx)
+            .and_then(|()| self.fire_due(state, now, usize::MAX, &mut tx));
         let became_ready = !std::mem::take(&mut tx.ready_queues).is_empty();
         tx.wake_driver |= became_ready;
         self.absorb_locked(state, tx, now);
