@@ -137,7 +137,9 @@ impl State {
         Ok(out)
     }
 
-    /// The message, if `lease` is its current lease.
+    /// The message, if `lease` is its current lease. A lease that ran out
+    /// is not current: the call settled time first (`Inner::catch_up`),
+    /// which failed it as of its expiry.
     pub fn check_lease(
         &self,
         store: &Store,

@@ -18,7 +18,6 @@
 use std::time::Duration;
 
 use delayd_core::{BrokerResult, Delivery, LeaseRequest, QueueName};
-use tokio::sync::oneshot::Receiver;
 use tokio::time::Instant;
 
 use crate::broker::Inner;
@@ -53,55 +52,34 @@ impl Drop for InLine<'_> {
     }
 }
 
-/// A look's answer: what it took (or the failure), the group to wait for
-/// before returning it, and the place in line when it registered.
-type Look = (
-    BrokerResult<Vec<Delivery>>,
-    Option<u64>,
-    Option<(u64, Receiver<BrokerResult<Handed>>)>,
-);
-
 impl Inner {
-    /// One look under the state lock: settle time at `now`, take what is
-    /// ready and, when nothing is and `register`, get in line in the same
-    /// lock hold, so no message that becomes ready later can pass this call
-    /// by.
-    fn take_ready(&self, queues: &[QueueName], request: &LeaseRequest, register: bool) -> Look {
-        let mut state = self.lock_state();
-        let now = self.clock.now_ms();
-        if let Err(e) = self.catch_up(&mut state, now) {
-            return (Err(e), None, None);
-        }
-        let mut tx = Tx::default();
-        let taken = state.lease_now(
-            &self.store,
-            queues,
-            request.max,
-            request.lease_ms,
-            now,
-            &mut tx,
-        );
-        let waiting = match &taken {
-            Ok(got) if got.is_empty() && register => Some(state.waiters.register(
+    /// A waiting lease call's deadline passed with nothing handed to it:
+    /// time is settled at the deadline before it answers empty, so a
+    /// message due by then (which the driver may not have made ready yet)
+    /// is taken now. It does not wait in line again.
+    async fn lease_at_deadline(
+        &self,
+        queues: &[QueueName],
+        request: &LeaseRequest,
+    ) -> BrokerResult<Vec<Delivery>> {
+        let (got, undurable, ticket) = {
+            let mut state = self.lock_state();
+            let now = self.clock.now_ms();
+            self.catch_up(&mut state, now)?;
+            let mut tx = Tx::default();
+            let got = state.lease_now(
+                &self.store,
                 queues,
                 request.max,
                 request.lease_ms,
-            )),
-            _ => None,
+                now,
+                &mut tx,
+            );
+            let undurable = tx.reads_undurable;
+            (got, undurable, self.absorb_locked(&mut state, tx, now))
         };
-        let undurable = tx.reads_undurable;
-        let ticket = self.absorb_locked(&mut state, tx, now);
-        (taken, undurable.then_some(ticket), waiting)
-    }
-
-    /// Returns what a look took, once durable if it must be.
-    async fn returned(
-        &self,
-        taken: BrokerResult<Vec<Delivery>>,
-        ticket: Option<u64>,
-    ) -> BrokerResult<Vec<Delivery>> {
-        let got = taken?;
-        if let Some(ticket) = ticket {
+        let got = got?;
+        if undurable {
             self.syncer.wait(ticket).await?;
         }
         Ok(got)
@@ -115,9 +93,39 @@ impl Inner {
     ) -> BrokerResult<Vec<Delivery>> {
         self.check_writable()?;
         let deadline = Instant::now() + Duration::from_millis(request.wait_ms);
-        let (taken, ticket, waiting) = self.take_ready(queues, &request, request.wait_ms > 0);
+        let (taken, ticket, waiting) = {
+            let mut state = self.lock_state();
+            let now = self.clock.now_ms();
+            self.catch_up(&mut state, now)?;
+            let mut tx = Tx::default();
+            let taken = state.lease_now(
+                &self.store,
+                queues,
+                request.max,
+                request.lease_ms,
+                now,
+                &mut tx,
+            );
+            // Registered in the same lock hold that found nothing, so no
+            // message that becomes ready later can pass this call by.
+            let waiting = match &taken {
+                Ok(got) if got.is_empty() && request.wait_ms > 0 => Some(state.waiters.register(
+                    queues,
+                    request.max,
+                    request.lease_ms,
+                )),
+                _ => None,
+            };
+            let undurable = tx.reads_undurable;
+            let ticket = self.absorb_locked(&mut state, tx, now);
+            (taken, undurable.then_some(ticket), waiting)
+        };
         let Some((id, mut receiver)) = waiting else {
-            return self.returned(taken, ticket).await;
+            let got = taken?;
+            if let Some(ticket) = ticket {
+                self.syncer.wait(ticket).await?;
+            }
+            return Ok(got);
         };
         let mut line = InLine {
             inner: self,
@@ -127,11 +135,7 @@ impl Inner {
             answer = &mut receiver => answer.ok(),
             () = tokio::time::sleep_until(deadline) => {
                 if line.leave() {
-                    // Time is settled at the deadline before answering
-                    // empty: a message due by then (which the driver may
-                    // not have made ready yet) is taken now.
-                    let (taken, ticket, _) = self.take_ready(queues, &request, false);
-                    return self.returned(taken, ticket).await;
+                    return self.lease_at_deadline(queues, &request).await;
                 }
                 // Served (or the queue deleted) just before the deadline.
                 receiver.try_recv().ok()
