@@ -17,7 +17,8 @@
 //!   acks and lease calls share one function call; `ack_many`.
 //! - `pipeline`: `Broker::pipeline` as runs of batched calls.
 //! - `schedules`, `fire`: recurring schedules: the calls (records and
-//!   their compare-and-set), and firing due cursors.
+//!   their compare-and-set), and firing due cursors (core's `fire_step`,
+//!   carried out by a compare-and-write function call).
 //! - `record`: decoding script replies into core types.
 //! - `keys`: key names, hash tags and the shard of a message id.
 //! - `wake`: node-local wake-ups: waiting lease calls and per-shard timers.
