@@ -27,6 +27,7 @@ impl State {
         tx: &mut Tx,
     ) -> BrokerResult<EnqueueOutcome> {
         req.validate()?;
+        delayd_core::check_deliver_at(req.schedule.deliver_at(now))?;
         let id = match req.id.take() {
             Some(id) => {
                 if let Some(existing) = self.lookup(store, queue, &id)? {
@@ -117,7 +118,7 @@ impl State {
         }
         let mut new = old.clone();
         if let Some(schedule) = change.schedule {
-            new.deliver_at = schedule.deliver_at(now);
+            new.deliver_at = delayd_core::check_deliver_at(schedule.deliver_at(now))?;
         }
         if let Some(priority) = change.priority {
             new.priority = priority;
