@@ -185,25 +185,7 @@ impl State {
         rec: MessageRecord,
     ) -> BrokerResult<Message> {
         let payload = self.payload_of(store, rec.seq)?;
-        Ok(Message {
-            deferrals: 0,
-            key: None,
-            queue: queue.clone(),
-            id: rec.id,
-            seq: rec.seq,
-            state: rec.state,
-            deliver_at: rec.deliver_at,
-            enqueued_at: rec.enqueued_at,
-            priority: rec.priority,
-            attempts: rec.attempts,
-            max_attempts: rec.max_attempts,
-            lease_ms: rec.lease_ms,
-            lease_until: rec.lease_until,
-            died_at: rec.died_at,
-            counters: rec.counters,
-            headers: rec.headers,
-            payload,
-        })
+        Ok(with_payload(queue, rec, payload))
     }
 
     /// A message's payload (empty when it has none stored).
@@ -216,12 +198,13 @@ impl State {
     }
 
     pub fn get_by_seq(&self, store: &Store, seq: u64) -> BrokerResult<Option<Message>> {
-        let Some((key, _)) = self.stored_payload(store, seq).map_err(store_err)? else {
+        let Some((key, payload)) = self.stored_payload(store, seq).map_err(store_err)? else {
             return Ok(None);
         };
         let (queue, id) = codec::decode_message_key(&key).map_err(store_err)?;
+        // The payload came with the key: not read a second time.
         match self.lookup(store, &queue, &id)? {
-            Some(rec) if rec.seq == seq => Ok(Some(self.to_message(store, &queue, rec)?)),
+            Some(rec) if rec.seq == seq => Ok(Some(with_payload(&queue, rec, payload))),
             _ => Ok(None),
         }
     }
@@ -297,5 +280,28 @@ impl State {
             }
         }
         Ok(out)
+    }
+}
+
+/// The message `rec` describes, with its payload.
+fn with_payload(queue: &QueueName, rec: MessageRecord, payload: Vec<u8>) -> Message {
+    Message {
+        deferrals: 0,
+        key: None,
+        queue: queue.clone(),
+        id: rec.id,
+        seq: rec.seq,
+        state: rec.state,
+        deliver_at: rec.deliver_at,
+        enqueued_at: rec.enqueued_at,
+        priority: rec.priority,
+        attempts: rec.attempts,
+        max_attempts: rec.max_attempts,
+        lease_ms: rec.lease_ms,
+        lease_until: rec.lease_until,
+        died_at: rec.died_at,
+        counters: rec.counters,
+        headers: rec.headers,
+        payload,
     }
 }
