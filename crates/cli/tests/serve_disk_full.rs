@@ -148,6 +148,7 @@ async fn wait_accepting(http: &reqwest::Client, base: &str, n: usize) {
             Instant::now() < deadline,
             "enqueues did not resume after space was freed"
         );
+        // Polls: the server's disk check has no event this test can await.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -95,6 +95,7 @@ async fn open(config: LocalConfig) -> LocalBroker {
         match LocalBroker::open(config.clone()).await {
             Ok(b) => return b,
             Err(e) if Instant::now() < deadline && !e.is_corruption() => {
+                // Polls: the dropped engine's release of its lock has no event this test can await.
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 let _ = e;
             }
@@ -409,6 +410,7 @@ async fn counts_consistent(broker: &LocalBroker, context: &(dyn Fn() -> String +
         if s == after {
             last = Some((listed, stats));
         }
+        // Rereads until the driver held still; see above.
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let (listed, stats) = last.unwrap_or_default();
