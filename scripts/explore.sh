@@ -19,5 +19,5 @@ DELAYD_EXPLORER_SECONDS="$seconds" \
 DELAYD_EXPLORER_FIRST_SEED="$first" \
 DELAYD_EXPLORER_CASES="${DELAYD_EXPLORER_CASES:-100000000}" \
   cargo test --release -p delayd-local --features fault-injection \
-  --test fault_explorer explore_seeds_within_the_budget -- --nocapture 2>&1 |
+  --test fault_explorer explore_a_fixed_number_of_seeds -- --nocapture 2>&1 |
   grep -v '^fault explorer: seed [0-9]*$'

@@ -229,6 +229,49 @@ test('schedules: next fires in both zones, pause, resume, trigger, fired message
   await page.close();
 });
 
+// Text a page shows that came from a missing value: a cell, list item or
+// line that reads `null` or `undefined` (the DOM's own `append(null)`
+// prints "null"; a missing field formats as "undefined").
+async function missingValueTexts(page) {
+  return page.evaluate(() => {
+    const bad = /(^|\W)(null|undefined)(\W|$)/;
+    const found = [];
+    for (const cell of document.querySelectorAll('main td, main th, main li, main dd, main dt, main p, main h1, main h2, main h3')) {
+      if (bad.test(cell.textContent.trim())) found.push(`${cell.tagName}: ${cell.textContent.trim()}`);
+    }
+    for (const line of document.querySelector('main').innerText.split('\n')) {
+      if (bad.test(line.trim())) found.push(`line: ${line.trim()}`);
+    }
+    return found;
+  });
+}
+
+test('a queue page with schedules shows no null or undefined', async () => {
+  const queue = `${QUEUE}-two-sched`;
+  await call('PUT', `/v1/queues/${queue}/schedules/nightly`, {
+    cron: '30 2 * * *', tz: 'Europe/Berlin', message: { payload: 'nightly run' },
+  });
+  await call('PUT', `/v1/queues/${queue}/schedules/often`, { every_ms: 3_600_000, message: { payload: 'hourly' } });
+  const page = await newPage();
+  await page.goto(`${BASE}/ui/#/queues/${encodeURIComponent(queue)}`);
+  await page.locator('tr[data-schedule="often"]').waitFor();
+  await page.locator('tr[data-schedule="nightly"]').waitFor();
+  await page.locator('[data-test="histogram-total"]').waitFor();
+  assert.deepEqual(await missingValueTexts(page), [], 'queue page with two schedules');
+  // With a schedule's messages open, and with none left.
+  await page.locator('tr[data-schedule="often"] button[data-action="schedule-trigger"]').click();
+  await page.locator('tr[data-schedule="often"] button[data-action="schedule-messages"]').click();
+  await page.locator('[data-test="fired"] tr[data-fired^="often:manual:"]').waitFor();
+  assert.deepEqual(await missingValueTexts(page), [], 'with fired messages shown');
+  await call('DELETE', `/v1/queues/${queue}/schedules/often`);
+  await call('DELETE', `/v1/queues/${queue}/schedules/nightly`);
+  await page.reload();
+  await page.locator('[data-test="schedules"] p', { hasText: 'No schedules.' }).waitFor();
+  assert.deepEqual(await missingValueTexts(page), [], 'queue page without schedules');
+  await call('DELETE', `/v1/queues/${queue}`);
+  await page.close();
+});
+
 test('reschedule and cancel from the message list', async () => {
   const page = await newPage();
   await page.goto(`${BASE}/ui/#/queues/${QUEUE}`);

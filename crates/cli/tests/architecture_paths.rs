@@ -5,8 +5,11 @@
 //! must be in that file: `fn <name>` in a Rust file; in a Lua file of the
 //! Redis library, `local function <name>(` for a helper named after it,
 //! and for the file itself a registration in `crates/redis/src/scripts.rs`
-//! (each `lua/<op>.lua` is the library's function `<op>`). Renaming a file
-//! or a function without updating the document fails here.
+//! (each `lua/<op>.lua` is the library's function `<op>`). And every hop
+//! `a` → `b` of a cell is a real call: `b` is called in the body of `a` (or
+//! of one of the functions listed with `a`, as in `a`, `c` → `b`). Renaming
+//! a file or a function, or routing a call through a new function, without
+//! updating the document fails here.
 
 use std::path::{Path, PathBuf};
 
@@ -108,6 +111,124 @@ fn table_names(rows: &[&str]) -> (Vec<(String, String)>, Vec<String>) {
     (pairs, lua_files)
 }
 
+/// One function named in a cell: its file and name.
+#[derive(Clone, Debug, PartialEq)]
+struct Named {
+    path: String,
+    name: String,
+}
+
+/// The hops of one cell: stages separated by `→`, each stage the
+/// functions named in it (after the nearest path before them). Returns
+/// (caller stage, callee) pairs: each callee must be called by one of the
+/// functions of the stage before it.
+fn cell_hops(cell: &str) -> Vec<(Vec<Named>, Named)> {
+    let mut current: Option<String> = None;
+    let mut stages: Vec<Vec<Named>> = Vec::new();
+    for stage in cell.split('→') {
+        let mut names = Vec::new();
+        for span in backticked(stage) {
+            if span.starts_with("crates/") {
+                current = Some(span.to_string());
+            } else if let (Some(path), Some(name)) = (&current, function_name(span)) {
+                names.push(Named {
+                    path: path.clone(),
+                    name: name.to_string(),
+                });
+            }
+        }
+        stages.push(names);
+    }
+    let mut hops = Vec::new();
+    for pair in stages.windows(2) {
+        for callee in &pair[1] {
+            hops.push((pair[0].clone(), callee.clone()));
+        }
+    }
+    hops
+}
+
+/// The body of `name`'s definition in `source`: a Rust function from its
+/// `fn` to the matching closing brace; a Lua `local function` up to the
+/// next `end` at the start of a line.
+fn body<'a>(path: &str, source: &'a str, name: &str) -> Option<&'a str> {
+    if path.ends_with(".lua") {
+        let start = source.find(&format!("local function {name}("))?;
+        let rest = &source[start..];
+        let end = rest.find("\nend").map_or(rest.len(), |e| e + 4);
+        return Some(&rest[..end]);
+    }
+    let start = source
+        .match_indices(&format!("fn {name}"))
+        .map(|(at, _)| at)
+        .find(|&at| defines(path, &source[at..], name))?;
+    let rest = &source[start..];
+    let open = rest.find('{')?;
+    let mut depth = 0usize;
+    for (i, c) in rest[open..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(&rest[..open + i + 1]);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether `body` calls `name`: `name(`, `name::<` or a path to it passed
+/// as a function (`Self::name`).
+fn calls(body: &str, name: &str) -> bool {
+    body.match_indices(name).any(|(at, _)| {
+        let before = body[..at].chars().next_back();
+        let after = &body[at + name.len()..];
+        before.is_none_or(|c| !c.is_ascii_alphanumeric() && c != '_')
+            && (after.starts_with('(')
+                || after.starts_with("::<")
+                || (body[..at].ends_with("::")
+                    && !after.starts_with(|c: char| c.is_alphanumeric() || c == '_')))
+    })
+}
+
+#[test]
+fn every_hop_in_the_transition_table_is_a_call() {
+    let doc = read(DOC);
+    let rows = transition_rows(&doc);
+    let mut checked = 0;
+    let mut stale = Vec::new();
+    for row in &rows {
+        for cell in row.split('|') {
+            for (callers, callee) in cell_hops(cell) {
+                checked += 1;
+                let called = callers.iter().any(|caller| {
+                    let source = read(&caller.path);
+                    body(&caller.path, &source, &caller.name)
+                        .is_some_and(|b| calls(b, &callee.name))
+                });
+                if !called {
+                    let names: Vec<String> = callers
+                        .iter()
+                        .map(|c| format!("{} `{}`", c.path, c.name))
+                        .collect();
+                    stale.push(format!("{} calls no `{}`", names.join(", "), callee.name));
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 15,
+        "found only {checked} hops in {DOC}'s transition table"
+    );
+    assert!(
+        stale.is_empty(),
+        "{DOC}'s transition table names hops that are no calls: {stale:#?}"
+    );
+}
+
 #[test]
 fn every_crates_path_in_the_architecture_doc_exists() {
     let doc = read(DOC);
@@ -195,4 +316,35 @@ fn the_checker_tells_a_definition_from_a_mention() {
         crate_paths("see `crates/local/src/fire.rs`, and [x](../crates/core/src/recurring.rs). In crates/wheel."),
         ["crates/local/src/fire.rs", "crates/core/src/recurring.rs", "crates/wheel"]
     );
+    let hops =
+        cell_hops(" `crates/a.rs` `drive`, `go` → `crates/b.rs` `fire` → `step`, `Type::arm` ");
+    let hops: Vec<(Vec<&str>, &str)> = hops
+        .iter()
+        .map(|(from, to)| {
+            (
+                from.iter().map(|n| n.name.as_str()).collect(),
+                to.name.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        hops,
+        [
+            (vec!["drive", "go"], "fire"),
+            (vec!["fire"], "step"),
+            (vec!["fire"], "arm"),
+        ]
+    );
+    let source = "fn drive(x: u8) -> u8 {\n    if x > 0 { fire(x) } else { 0 }\n}\nfn go() { firestarter(); }\nfn map() { v.iter().map(Self::step) }";
+    let drive = body("a.rs", source, "drive").expect("drive's body");
+    assert!(drive.ends_with("else { 0 }\n}"), "{drive}");
+    assert!(calls(drive, "fire"));
+    assert!(!calls(body("a.rs", source, "go").expect("go"), "fire"));
+    assert!(calls(body("a.rs", source, "map").expect("map"), "step"));
+    let lua = "local function promote(c)\n  fail(c)\nend\nlocal function other()\n  x()\nend";
+    assert!(calls(
+        body("x.lua", lua, "promote").expect("promote"),
+        "fail"
+    ));
+    assert!(!calls(body("x.lua", lua, "promote").expect("promote"), "x"));
 }

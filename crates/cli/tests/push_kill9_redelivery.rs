@@ -143,6 +143,7 @@ async fn push_deliveries_in_flight_at_sigkill_are_redelivered() {
             "push made no progress; log:\n{}",
             server.log()
         );
+        // Polls: a real server process's progress has no event this test can await.
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     receiver
@@ -194,6 +195,7 @@ async fn push_deliveries_in_flight_at_sigkill_are_redelivered() {
             "after 60 s: {missing} messages never delivered, stats {stats}; log:\n{}",
             server.log()
         );
+        // Polls: the restarted server's redelivery has no event this test can await.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 

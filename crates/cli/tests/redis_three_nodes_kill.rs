@@ -70,6 +70,7 @@ impl Redis {
                 if let Ok(Some(_)) = proc.0.try_wait() {
                     break; // port taken meanwhile: try another
                 }
+                // Polls: a starting redis-server has no event this test can await.
                 std::thread::sleep(Duration::from_millis(10));
             }
             proc.kill9();
@@ -181,6 +182,7 @@ async fn producer(
                     .push(format!("node {node}: enqueue {id} failed: {err}"));
             }
         }
+        // Paces the producer (real processes on real time); no verdict depends on it.
         tokio::time::sleep(Duration::from_millis(3)).await;
     }
 }
@@ -212,6 +214,7 @@ async fn consumer(
                     .unwrap()
                     .errors
                     .push(format!("node {node}: lease failed: {err}"));
+                // Backs off after a failed lease while a node is down; no verdict depends on it.
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
@@ -334,6 +337,7 @@ async fn redis_three_nodes_kill() {
             acks.load(Ordering::SeqCst),
             record.lock().unwrap().errors
         );
+        // Polls: the nodes' progress has no event this test can await.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     killed[VICTIM].store(true, Ordering::SeqCst);
@@ -397,6 +401,7 @@ async fn redis_three_nodes_kill() {
             );
             panic!("{message}");
         }
+        // Polls: the survivors' redelivery has no event this test can await.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     stop.store(true, Ordering::SeqCst);

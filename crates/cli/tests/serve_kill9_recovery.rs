@@ -288,6 +288,7 @@ async fn acknowledged_writes_survive_three_sigkills() {
         let deadline = Instant::now() + Duration::from_secs(20);
         while ledger.lock().unwrap().len() < before + 100 {
             assert!(Instant::now() < deadline, "burst made no progress");
+            // Polls: a real server process's progress has no event this test can await.
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         server.kill9();

@@ -55,6 +55,7 @@ fn a_budget_of_one_is_one_connection_over_both_listeners() {
             "the freed connection was not reused: {}",
             String::from_utf8_lossy(&first)
         );
+        // Polls: the server's release of a connection has no event this test can await.
         std::thread::sleep(Duration::from_millis(50));
     };
 

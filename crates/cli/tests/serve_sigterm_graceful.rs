@@ -72,6 +72,7 @@ async fn sigterm_ends_waiting_leases_keeps_answered_enqueues_and_exits_0() {
     let deadline = Instant::now() + Duration::from_secs(20);
     while answered.lock().unwrap().len() < 200 {
         assert!(Instant::now() < deadline, "enqueues made no progress");
+        // Polls: a real server process's progress has no event this test can await.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert!(

@@ -21,6 +21,11 @@ use crate::recurring::{ScheduleDefinition, ScheduleId, ScheduleRecord};
 /// [`Broker::ack_many`] (api.md: "up to 1000").
 pub const MAX_BATCH: usize = 1000;
 
+/// The latest `deliver_at` any broker accepts (about the year 33658, far
+/// beyond any `--max-delay`): below 2^53, so JSON numbers and the Redis
+/// backend's Lua doubles hold it exactly.
+pub const MAX_DELIVER_AT: u64 = 999_999_999_999_999;
+
 /// How many scheduled messages the default [`Broker::due_histogram`] reads
 /// at most.
 pub const HISTOGRAM_SCAN_LIMIT: usize = 200_000;
@@ -358,6 +363,17 @@ pub fn check_ack_batch(acks: &[(MessageId, LeaseId)]) -> BrokerResult<()> {
         )));
     }
     Ok(())
+}
+
+/// The argument rule of a message's due time, in every broker (enqueue
+/// and reschedule): at most [`MAX_DELIVER_AT`]. Returns `deliver_at`.
+pub fn check_deliver_at(deliver_at: u64) -> BrokerResult<u64> {
+    if deliver_at > MAX_DELIVER_AT {
+        return Err(crate::BrokerError::InvalidArgument(format!(
+            "deliver_at {deliver_at} is too far in the future (at most {MAX_DELIVER_AT})"
+        )));
+    }
+    Ok(deliver_at)
 }
 
 fn schedules_unsupported() -> crate::BrokerError {

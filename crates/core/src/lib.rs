@@ -80,7 +80,10 @@ pub mod recurring;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
-pub use broker::{check_ack_batch, Broker, DueHistogram, Upsert, HISTOGRAM_SCAN_LIMIT, MAX_BATCH};
+pub use broker::{
+    check_ack_batch, check_deliver_at, Broker, DueHistogram, Upsert, HISTOGRAM_SCAN_LIMIT,
+    MAX_BATCH, MAX_DELIVER_AT,
+};
 pub use clock::{Clock, ManualClock, SkewedClock, SystemClock};
 pub use error::{BrokerError, BrokerResult};
 pub use firing::{fire_step, FireStep};

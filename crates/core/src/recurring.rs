@@ -453,11 +453,29 @@ impl ScheduleRecord {
     /// paused, not before `start_at` or `since`, before `end_at`, under
     /// `max_fires`).
     fn cursor_from(&self, times: &FireTimes, from: u64) -> Option<u64> {
+        let t = times.at_or_after(from.max(self.definition.start_at).max(self.since))?;
+        self.within_limits(t)
+    }
+
+    /// `t`, a fire time `times` gave, as the cursor: [`Self::cursor_from`]
+    /// without searching for `t` again when it is already past `start_at`
+    /// and `since`. A search is not idempotent: a cron time moved to the
+    /// end of a DST gap (02:30 that day is 03:00) is not found again by a
+    /// search starting at 03:00, which would skip that day's fire.
+    fn cursor_at(&self, times: &FireTimes, t: u64) -> Option<u64> {
+        if t >= self.definition.start_at.max(self.since) {
+            self.within_limits(t)
+        } else {
+            self.cursor_from(times, t)
+        }
+    }
+
+    /// `t` as the cursor, unless paused, out of fires or at or past `end_at`.
+    fn within_limits(&self, t: u64) -> Option<u64> {
         let definition = &self.definition;
         if definition.paused || definition.max_fires.is_some_and(|max| self.fires >= max) {
             return None;
         }
-        let t = times.at_or_after(from.max(definition.start_at).max(self.since))?;
         match definition.end_at {
             Some(end_at) if t >= end_at => None,
             _ => Some(t),
@@ -527,7 +545,7 @@ impl ScheduleRecord {
             fires,
             ..self.clone()
         };
-        plan.next_fire_at = cursor.and_then(|t| record.cursor_from(&times, t));
+        plan.next_fire_at = cursor.and_then(|t| record.cursor_at(&times, t));
         plan.fires = due;
         plan
     }
@@ -618,13 +636,45 @@ pub fn jitter(id: &ScheduleId, t: u64, jitter_ms: u64) -> u64 {
 }
 
 /// `POST /v1/schedules/preview`: up to `count` fire times at or after
-/// `start_at`, exactly as a schedule anchored there would fire.
+/// `start_at`, exactly as a schedule anchored there fires them: the times
+/// come from [`ScheduleRecord::create`] and [`ScheduleRecord::plan`], the
+/// code every backend fires with, stepped from fire time to fire time (so
+/// the preview cannot disagree with the firing).
 pub fn preview(
     recurrence: &Recurrence,
     start_at: u64,
     count: usize,
 ) -> Result<Vec<u64>, BrokerError> {
-    Ok(recurrence.compile(start_at)?.list(start_at, count))
+    let definition = ScheduleDefinition {
+        recurrence: recurrence.clone(),
+        start_at,
+        end_at: None,
+        max_fires: None,
+        message: MessageTemplate::default(),
+        catchup: Catchup::All,
+        catchup_window_ms: u64::MAX,
+        overlap: Overlap::Allow,
+        jitter_ms: 0,
+        paused: false,
+    };
+    let queue = QueueName::new("preview")?;
+    let id = ScheduleId::new("preview")?;
+    let mut record = ScheduleRecord::create(queue, id, definition, start_at)?;
+    let mut fires = Vec::with_capacity(count);
+    while fires.len() < count {
+        let Some(t) = record.next_fire_at else {
+            break;
+        };
+        // Firing at the cursor's own time: exactly that fire time is due.
+        let plan = record.plan(t, false);
+        debug_assert_eq!(plan.fires, [t], "preview step at {t}: {plan:?}");
+        if plan.fires.is_empty() {
+            break;
+        }
+        fires.extend_from_slice(&plan.fires);
+        record = record.apply(&plan);
+    }
+    Ok(fires)
 }
 
 #[cfg(test)]

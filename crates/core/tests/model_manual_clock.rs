@@ -156,3 +156,69 @@ async fn a_clock_stepped_back_makes_ready_messages_wait_again() {
         "never early by wall time"
     );
 }
+
+/// The preview endpoint's fire times are the ones a schedule fires, across
+/// a DST gap too (Berlin, 2026-03-29: 02:30 does not exist and fires at
+/// 03:00 CEST): the model fires it with the clock set to each previewed
+/// time, and each previewed time's message is there at that time.
+#[tokio::test]
+async fn a_schedule_fires_at_the_previewed_times_across_a_dst_gap() {
+    use delayd_core::recurring::{preview, HEADER_SCHEDULED_FOR};
+    use delayd_core::{
+        Catchup, MessageTemplate, Overlap, Recurrence, ScheduleDefinition, ScheduleId,
+    };
+    // 2026-03-28T00:00:00Z.
+    const START: u64 = 1_774_656_000_000;
+    let clock = ManualClock::new(START);
+    let broker = ModelBroker::with_clock(Arc::new(clock.clone()));
+    let q = QueueName::new("dst").unwrap();
+    let recurrence = Recurrence::Cron {
+        expr: "30 2 * * *".into(),
+        tz: "Europe/Berlin".into(),
+    };
+    let previewed = preview(&recurrence, START, 4).unwrap();
+    let definition = ScheduleDefinition {
+        recurrence,
+        start_at: START,
+        end_at: None,
+        max_fires: None,
+        message: MessageTemplate::default(),
+        catchup: Catchup::All,
+        catchup_window_ms: 3_600_000,
+        overlap: Overlap::Allow,
+        jitter_ms: 0,
+        paused: false,
+    };
+    let id = ScheduleId::new("daily").unwrap();
+    broker
+        .put_schedule(&q, &id, definition, EnqueueOptions::default())
+        .await
+        .unwrap();
+    let mut fired = Vec::new();
+    for &t in &previewed {
+        clock.set(t - 1);
+        let record = broker.get_schedule(&q, &id).await.unwrap();
+        assert_eq!(record.next_fire_at, Some(t), "the cursor before {t}");
+        clock.set(t);
+        let ready = broker
+            .list(
+                &q,
+                ListQuery {
+                    state: MessageState::Ready,
+                    after: None,
+                    limit: 100,
+                },
+            )
+            .await
+            .unwrap();
+        fired = ready
+            .iter()
+            .map(|m| m.headers[HEADER_SCHEDULED_FOR].parse::<u64>().unwrap())
+            .collect();
+        fired.sort_unstable();
+        assert_eq!(fired.last(), Some(&t), "fired at {t}: {fired:?}");
+    }
+    assert_eq!(fired, previewed);
+    // The gap's fire is 03:00 CEST (01:00 UTC), a day after 01:30 UTC.
+    assert_eq!(previewed[1] - previewed[0], 84_600_000);
+}

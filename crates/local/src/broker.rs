@@ -154,6 +154,13 @@ impl LocalBroker {
         }
     }
 
+    /// How many planned faults have fired so far: the fault-injection
+    /// tests wait for their fault with it rather than for a moment.
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn faults_injected(&self) -> u64 {
+        self.inner.store.faults().injected()
+    }
+
     /// Messages held in memory now (the horizon's, leased and dead ones);
     /// far-future messages are on disk only and not counted.
     /// A test hook: while `held`, the driver does no rounds, so no timer

@@ -32,6 +32,8 @@ mod plan {
         commits: AtomicU64,
         fsyncs: AtomicU64,
         reads: AtomicU64,
+        /// Planned faults that fired (the tests' hook to wait for one).
+        injected: AtomicU64,
     }
 
     impl Faults {
@@ -43,23 +45,30 @@ mod plan {
         }
 
         pub fn commit(&self) -> std::io::Result<()> {
-            Self::tick(&self.commits, self.plan.fail_commit, "commit")
+            self.tick(&self.commits, self.plan.fail_commit, "commit")
         }
 
         pub fn fsync(&self) -> std::io::Result<()> {
-            Self::tick(&self.fsyncs, self.plan.fail_fsync, "fsync")
+            self.tick(&self.fsyncs, self.plan.fail_fsync, "fsync")
         }
 
         pub fn read(&self) -> std::io::Result<()> {
-            Self::tick(&self.reads, self.plan.fail_read, "read")
+            self.tick(&self.reads, self.plan.fail_read, "read")
         }
 
-        fn tick(count: &AtomicU64, fail_at: Option<u64>, what: &str) -> std::io::Result<()> {
+        pub fn injected(&self) -> u64 {
+            self.injected.load(Ordering::SeqCst)
+        }
+
+        fn tick(&self, count: &AtomicU64, fail_at: Option<u64>, what: &str) -> std::io::Result<()> {
             let n = count.fetch_add(1, Ordering::Relaxed) + 1;
             match fail_at == Some(n) {
-                true => Err(std::io::Error::other(format!(
-                    "injected {what} failure #{n}"
-                ))),
+                true => {
+                    self.injected.fetch_add(1, Ordering::SeqCst);
+                    Err(std::io::Error::other(format!(
+                        "injected {what} failure #{n}"
+                    )))
+                }
                 false => Ok(()),
             }
         }

@@ -27,6 +27,7 @@ impl State {
         tx: &mut Tx,
     ) -> BrokerResult<EnqueueOutcome> {
         req.validate()?;
+        delayd_core::check_deliver_at(req.schedule.deliver_at(now))?;
         let id = match req.id.take() {
             Some(id) => {
                 if let Some(existing) = self.lookup(store, queue, &id)? {
@@ -119,7 +120,7 @@ impl State {
         }
         let mut new = old.clone();
         if let Some(schedule) = change.schedule {
-            new.deliver_at = schedule.deliver_at(now);
+            new.deliver_at = delayd_core::check_deliver_at(schedule.deliver_at(now))?;
         }
         if let Some(priority) = change.priority {
             new.priority = priority;
@@ -187,25 +188,7 @@ impl State {
         rec: MessageRecord,
     ) -> BrokerResult<Message> {
         let payload = self.payload_of(store, rec.seq)?;
-        Ok(Message {
-            deferrals: rec.deferrals,
-            key: rec.key,
-            queue: queue.clone(),
-            id: rec.id,
-            seq: rec.seq,
-            state: rec.state,
-            deliver_at: rec.deliver_at,
-            enqueued_at: rec.enqueued_at,
-            priority: rec.priority,
-            attempts: rec.attempts,
-            max_attempts: rec.max_attempts,
-            lease_ms: rec.lease_ms,
-            lease_until: rec.lease_until,
-            died_at: rec.died_at,
-            counters: rec.counters,
-            headers: rec.headers,
-            payload,
-        })
+        Ok(with_payload(queue, rec, payload))
     }
 
     /// A message's payload (empty when it has none stored).
@@ -218,12 +201,13 @@ impl State {
     }
 
     pub fn get_by_seq(&self, store: &Store, seq: u64) -> BrokerResult<Option<Message>> {
-        let Some((key, _)) = self.stored_payload(store, seq).map_err(store_err)? else {
+        let Some((key, payload)) = self.stored_payload(store, seq).map_err(store_err)? else {
             return Ok(None);
         };
         let (queue, id) = codec::decode_message_key(&key).map_err(store_err)?;
+        // The payload came with the key: not read a second time.
         match self.lookup(store, &queue, &id)? {
-            Some(rec) if rec.seq == seq => Ok(Some(self.to_message(store, &queue, rec)?)),
+            Some(rec) if rec.seq == seq => Ok(Some(with_payload(&queue, rec, payload))),
             _ => Ok(None),
         }
     }
@@ -299,5 +283,28 @@ impl State {
             }
         }
         Ok(out)
+    }
+}
+
+/// The message `rec` describes, with its payload.
+fn with_payload(queue: &QueueName, rec: MessageRecord, payload: Vec<u8>) -> Message {
+    Message {
+        deferrals: rec.deferrals,
+        key: rec.key,
+        queue: queue.clone(),
+        id: rec.id,
+        seq: rec.seq,
+        state: rec.state,
+        deliver_at: rec.deliver_at,
+        enqueued_at: rec.enqueued_at,
+        priority: rec.priority,
+        attempts: rec.attempts,
+        max_attempts: rec.max_attempts,
+        lease_ms: rec.lease_ms,
+        lease_until: rec.lease_until,
+        died_at: rec.died_at,
+        counters: rec.counters,
+        headers: rec.headers,
+        payload,
     }
 }

@@ -90,9 +90,13 @@ fn recover(
     horizon_ms: u64,
 ) -> Result<RecoveryReport, StoreError> {
     let mut report = RecoveryReport::default();
-    // Flow buckets start empty now: a restart grants no burst.
-    state.opened_at = now;
-    for (name, record) in store.all_queues()? {
+    let queues = store.all_queues()?;
+    // After a restart flow buckets start empty now, so a restart grants no
+    // burst; a new store has nothing to protect (buckets start full).
+    if !queues.is_empty() {
+        state.opened_at = now;
+    }
+    for (name, record) in queues {
         report.messages_on_disk +=
             record.counts.waiting + record.counts.leased + record.counts.dead;
         let flow = crate::flow::FlowMem::new(record.config.flow.as_ref(), now);

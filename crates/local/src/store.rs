@@ -1,10 +1,13 @@
 //! The embedded store: fjall keyspaces, the write set one broker call
 //! commits atomically, and the reads the broker needs.
 //!
-//! Every write of a call goes into one [`WriteSet`] and is committed as one
-//! fjall batch while the broker's state lock is held, so the order of
-//! commits is the order of state changes and reads see every earlier write.
-//! Durability (fsync) is separate and shared: see [`crate::sync`].
+//! Every write of a call goes into one [`WriteSet`], merged under the
+//! broker's state lock into the open commit group. The sync thread closes
+//! a group under that lock and writes it as one fjall batch outside it,
+//! holding the engine write lock (taken before the state lock is released),
+//! so groups commit in the order of the state changes; until a group is in
+//! the engine, reads see its writes through the state's overlay.
+//! Durability (fsync) is shared by the group: see [`crate::sync`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -174,6 +174,7 @@ async fn store_with_a_table(dir: &Path) -> PathBuf {
             return table;
         }
         assert!(Instant::now() < deadline, "no table was flushed");
+        // Polls: fjall's background flush has no event this test can await.
         std::thread::sleep(Duration::from_millis(50));
     }
 }

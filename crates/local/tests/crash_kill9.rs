@@ -5,6 +5,10 @@
 //! and no seq is ever reused. Schedules fire in the child meanwhile (and
 //! catch up after each restart): each fire time's message exists iff the
 //! schedule's cursor moved past it, and none is enqueued twice.
+//!
+//! The kill times come from a seeded generator; the seed is printed first
+//! (`DELAYD_SEED=<n>` replays its kill times; the child's own progress
+//! between them runs on real time, which is what a crash test is for).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::{BufRead, BufReader};
@@ -17,7 +21,8 @@ use delayd_core::{
     Broker, BrokerError, ListQuery, ManualClock, MessageId, MessageState, QueueName,
 };
 use delayd_local::{LocalBroker, LocalConfig};
-use rand::Rng;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 const ROUNDS: usize = 20;
 
@@ -62,6 +67,8 @@ fn run_child(
         .recv_timeout(Duration::from_secs(20))
         .expect("child READY");
     assert_eq!(ready, "READY");
+    // The kill is at a moment of real time: the point of the test is to
+    // catch the child's real threads wherever they are.
     std::thread::sleep(kill_after);
     child.kill().expect("SIGKILL child");
     child.wait().expect("reap child");
@@ -256,6 +263,12 @@ async fn check_schedules(broker: &LocalBroker, fired: &mut Fired) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_operations_survive_sigkill() {
+    let seed = std::env::var("DELAYD_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| rand::rng().random());
+    eprintln!("crash_kill9: seed {seed} (replay the kill times with DELAYD_SEED={seed})");
+    let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let mut all_seqs = HashSet::new();
@@ -269,7 +282,7 @@ async fn acknowledged_operations_survive_sigkill() {
         .expect("clock after 1970")
         .as_millis() as u64;
     for round in 0..ROUNDS {
-        let kill_after = Duration::from_millis(rand::rng().random_range(20..250));
+        let kill_after = Duration::from_millis(rng.random_range(20..250));
         let t0 = Instant::now();
         let prefix = format!("r{round}");
         let acked = run_child(dir.path(), &prefix, schedule_start, kill_after);

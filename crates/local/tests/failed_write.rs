@@ -8,8 +8,7 @@
 //! failed read is an error, never wrong data. Run
 //! with `--features fault-injection` (CI's `--all-features` does).
 
-use std::time::{Duration, Instant};
-
+use delayd_core::testkit::support::eventually;
 use delayd_core::{
     Broker, BrokerError, EnqueueOptions, EnqueueRequest, LeaseRequest, MessageId, QueueName,
 };
@@ -40,16 +39,13 @@ async fn open(dir: &std::path::Path, faults: FaultPlan) -> LocalBroker {
     LocalBroker::open(config).await.expect("open")
 }
 
-/// Polls `ready` until the broker takes writes again.
+/// Waits until the broker takes writes again (the reopen has no event a
+/// caller can await, so `ready` is polled).
 async fn wait_healed(broker: &LocalBroker) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while broker.ready().await.is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the engine was not reopened within 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(10_000, "the engine reopened", || async {
+        broker.ready().await.is_ok()
+    })
+    .await;
 }
 
 /// Enqueues `a0..a{n}` one call (one group) each until one fails; returns
@@ -237,22 +233,19 @@ async fn a_fire_whose_commit_fails_fires_again_after_the_reopen() {
         .expect("put");
     clock.set(T0 + 60_000);
     // The fire's group fails: writes are refused until the reopen.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while broker.ready().await.is_ok() {
-        assert!(Instant::now() < deadline, "the fire never committed");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually(10_000, "the fire's group failed", || {
+        std::future::ready(broker.faults_injected() == 1)
+    })
+    .await;
     wait_healed(&broker).await;
     let message = id.fire_message_id(T0 + 60_000);
-    loop {
+    eventually(10_000, "the fire time fired again", || async {
         let record = broker.get_schedule(&queue(), &id).await.expect("get");
-        if record.fires == 1 {
-            assert_eq!(record.next_fire_at, Some(T0 + 120_000));
-            break;
-        }
-        assert!(Instant::now() < deadline, "not fired again: {record:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        record.fires == 1
+    })
+    .await;
+    let record = broker.get_schedule(&queue(), &id).await.expect("get");
+    assert_eq!(record.next_fire_at, Some(T0 + 120_000), "{record:?}");
     let fired = broker.get(&queue(), &message).await.expect("fired");
     broker.shutdown().await.expect("shutdown");
     drop(broker);
@@ -351,9 +344,12 @@ async fn a_lease_never_hands_out_a_message_whose_enqueue_was_lost() {
         };
         consumer.lease(&[line], request).await
     });
-    // Time for the lease call to get in line (if it does not, it finds no
-    // message after the reopen, which passes too).
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The lease call is in line before "m" is enqueued, so the enqueue's
+    // group carries the hand-off that must not reach the caller.
+    eventually(5_000, "the lease call waits", || {
+        std::future::ready(broker.store_stats().waiting_leases == 1)
+    })
+    .await;
     let m = broker
         .enqueue(&other, vec![request("m")], EnqueueOptions::default())
         .await;

@@ -491,6 +491,7 @@ impl Pair {
             if started.elapsed() > std::time::Duration::from_secs(3) {
                 assert_eq!(a, b, "local (left) and model (right) disagree");
             }
+            // Polls: the driver catching up has no event this test can await.
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
     }

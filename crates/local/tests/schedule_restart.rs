@@ -73,6 +73,7 @@ async fn wait_for(
             started.elapsed() < Duration::from_secs(10),
             "schedule {id} never got there: {record:?}"
         );
+        // Polls: the driver's fire has no event this test can await.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

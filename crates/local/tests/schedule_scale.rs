@@ -87,6 +87,7 @@ async fn restart_with_100k_schedules_fires_soon_in_little_memory() {
     let first = sid(0).fire_message_id(T0 + 1_000);
     while broker.get(&queue, &first).await.is_err() {
         assert!(started.elapsed() < Duration::from_secs(30), "never fired");
+        // Polls: the driver's fire has no event this test can await.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let first_fire = started.elapsed();
@@ -110,6 +111,7 @@ async fn restart_with_100k_schedules_fires_soon_in_little_memory() {
             started_catchup.elapsed() < Duration::from_secs(30),
             "catch-up never reached {last_due}"
         );
+        // Polls: the driver's catch-up has no event this test can await.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let not_due = broker.get_schedule(&queue, &sid(1_001)).await.expect("get");

@@ -362,9 +362,11 @@ impl Inner {
         });
     }
 
-    /// Messages of the queue became ready now.
-    pub(crate) async fn announce_ready(&self, queue: &QueueName) {
-        self.wake.ready(queue);
+    /// `n` messages of the queue became ready now: wakes at most `n` of
+    /// this node's waiting calls (`Wake::ready_n`); other nodes hear it by
+    /// pub/sub.
+    pub(crate) async fn announce_ready(&self, queue: &QueueName, n: usize) {
+        self.wake.ready_n(queue, n);
         self.publish(format!("r {queue}")).await;
     }
 

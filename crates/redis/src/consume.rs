@@ -289,7 +289,7 @@ impl Inner {
             .on_lease(scripts::NACK, queue, id, lease, extra)
             .await?;
         match rest.first().map(text).transpose()? {
-            Some("R") => self.announce_ready(queue).await,
+            Some("R") => self.announce_ready(queue, 1).await,
             Some("D") => {
                 metrics::counter!(metric::DEAD_LETTERED_TOTAL, "queue" => queue.to_string())
                     .increment(1);
@@ -344,7 +344,8 @@ impl Inner {
             Redrive::Oldest(n) => self.redrive_oldest(queue, n).await?,
         };
         if moved > 0 {
-            self.announce_ready(queue).await;
+            let moved = usize::try_from(moved).unwrap_or(usize::MAX);
+            self.announce_ready(queue, moved).await;
         }
         Ok(moved)
     }

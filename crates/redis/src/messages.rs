@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use delayd_core::check_deliver_at;
 use delayd_core::{
     BrokerError, BrokerResult, EnqueueOptions, EnqueueOutcome, EnqueueRequest, ListQuery, Message,
     MessageId, MessageState, QueueName, Reschedule, DEFAULT_PRIORITY,
@@ -12,9 +13,6 @@ use crate::broker::Inner;
 use crate::record::{self, int, status, text};
 use crate::scripts;
 
-/// The largest `deliver_at` accepted (about the year 33658, far beyond any
-/// `--max-delay`): well below 2^53, so Lua's doubles hold it exactly.
-const MAX_DELIVER_AT: u64 = 999_999_999_999_999;
 /// Rounds of one enqueue chunk (queue creation, refused seqs) before the
 /// call fails `Unavailable`.
 const MAX_ROUNDS: usize = 100;
@@ -39,15 +37,6 @@ pub(crate) fn member_key(numbers: &[u64], id: &str) -> Vec<u8> {
     let mut m: Vec<u8> = numbers.iter().flat_map(|n| n.to_be_bytes()).collect();
     m.extend_from_slice(id.as_bytes());
     m
-}
-
-fn check_deliver_at(deliver_at: u64) -> BrokerResult<u64> {
-    if deliver_at > MAX_DELIVER_AT {
-        return Err(BrokerError::InvalidArgument(format!(
-            "deliver_at {deliver_at} is too far in the future"
-        )));
-    }
-    Ok(deliver_at)
 }
 
 pub(crate) fn prepare(index: usize, req: EnqueueRequest, now: u64) -> BrokerResult<Prepared> {
@@ -187,13 +176,13 @@ impl Inner {
         replies: &[redis::Value],
     ) -> BrokerResult<Vec<EnqueueOutcome>> {
         let mut outcomes = Vec::with_capacity(items.len());
-        let mut ready = false;
+        let mut ready = 0;
         let mut earliest: Option<u64> = None;
         for (item, r) in items.iter().zip(replies.chunks(4)) {
             let created = int(&r[0])? == 1;
             let deliver_at = int(&r[2])?;
             match (created, text(&r[3])?) {
-                (true, "R") => ready = true,
+                (true, "R") => ready += 1,
                 (true, "S") => earliest = Some(earliest.map_or(deliver_at, |e| e.min(deliver_at))),
                 _ => {}
             }
@@ -209,8 +198,8 @@ impl Inner {
                 created,
             });
         }
-        if ready {
-            self.announce_ready(queue).await;
+        if ready > 0 {
+            self.announce_ready(queue, ready).await;
         }
         if let Some(due) = earliest {
             self.announce_due(queue, shard, due).await;
@@ -354,7 +343,7 @@ impl Inner {
             ("OK", rest) => {
                 let message = record::message(queue, rest)?;
                 match message.state {
-                    MessageState::Ready => self.announce_ready(queue).await,
+                    MessageState::Ready => self.announce_ready(queue, 1).await,
                     MessageState::Scheduled => {
                         self.announce_due(queue, shard, message.deliver_at).await;
                     }

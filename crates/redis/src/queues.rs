@@ -266,7 +266,9 @@ impl Inner {
 
     pub(crate) async fn resume(&self, queue: &QueueName) -> BrokerResult<QueueInfo> {
         let info = self.set_pause(queue, String::new()).await?;
-        self.announce_ready(queue).await;
+        // How many messages the pause held back is not counted: every
+        // waiting call of this node looks.
+        self.announce_ready(queue, usize::MAX).await;
         Ok(info)
     }
 }

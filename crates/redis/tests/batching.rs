@@ -84,6 +84,7 @@ async fn waiting_lease_calls_share_calls_and_get_distinct_messages() {
             tokio::spawn(async move { node.lease(&[q], request(1, 5_000)).await })
         })
         .collect();
+    // Kept: lets the spawned lease calls reach the node and wait (no hook counts a RedisBroker's waiting calls); the assertions below hold either way.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let before = fcalls(&server);
     node.enqueue(&q, now_requests(50), EnqueueOptions::default())

@@ -51,6 +51,7 @@ async fn cluster_master_restart_is_survived() {
                 Ok(info) => break info.stats,
                 Err(e) => {
                     assert!(Instant::now() < deadline, "{q} still failing: {e:?}");
+                    // Polls: a restarted cluster node has no event this test can await.
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             }

@@ -160,6 +160,7 @@ async fn settle_schedules(redis: &dyn Broker, clock: &ManualClock, q: &QueueName
             std::time::Instant::now() < deadline,
             "redis left due schedules: {records:?}"
         );
+        // Polls: the nodes' timers firing due schedules has no event this test can await.
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }

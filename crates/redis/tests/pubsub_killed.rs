@@ -28,6 +28,7 @@ async fn wait_for_subscribers(server: &RedisServer, channel: &str, n: usize) {
             Instant::now() < deadline,
             "subscribers never reached {n}: {out}"
         );
+        // Polls: Redis's subscriber count has no event this test can await.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -73,6 +73,7 @@ async fn redis_restart_is_survived_without_restarting_the_broker() {
     let deadline = Instant::now() + Duration::from_secs(20);
     while node.ready().await.is_err() {
         assert!(Instant::now() < deadline, "broker never reconnected");
+        // Polls: the broker's reconnection has no event this test can await.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 

@@ -35,11 +35,13 @@ async fn fire_times_of_an_outage_are_caught_up() {
 
     server.kill();
     let killed_at = SystemClock.now_ms();
+    // Kept: Redis stays down across two fire times (every second) of real time; that outage is the scenario.
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     server.restart();
     let deadline = Instant::now() + Duration::from_secs(20);
     while node.ready().await.is_err() {
         assert!(Instant::now() < deadline, "broker never reconnected");
+        // Polls: the broker's reconnection has no event this test can await.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // The sweep after the restart has planned past every fire time of the

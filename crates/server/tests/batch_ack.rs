@@ -85,6 +85,7 @@ async fn mixed_items(s: &Server) {
 
 async fn expired_lease(s: &Server) {
     let held = leased(s, "q", 1, 50).await;
+    // Kept: the 50 ms lease expires on the real server's real clock; 300 ms is past it on any machine, and a late ack is what is tested.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let r = acks(
         s,

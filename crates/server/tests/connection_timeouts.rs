@@ -39,6 +39,7 @@ async fn slow_request_head_is_closed_after_the_header_timeout() {
     // One header byte every 100 ms: never a complete head.
     let mut closed = false;
     for byte in b"host: slowly-sent-header-value".iter().cycle().take(100) {
+        // Kept: the server's timeouts run on real time over a real socket (the test paces its bytes against them).
         tokio::time::sleep(Duration::from_millis(100)).await;
         if stream.write_all(&[*byte]).await.is_err() {
             closed = true;
@@ -78,6 +79,7 @@ async fn idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
         let answer = raw::read_response(&mut stream, Duration::from_secs(2)).await;
         assert_eq!(raw::status(&answer.expect("answered")), 200);
         last_answer = Instant::now();
+        // Kept: the server's timeouts run on real time over a real socket (the test paces its bytes against them).
         tokio::time::sleep(SHORT / 2).await;
     }
     assert!(raw::closed_within(&mut stream, SHORT * 5).await);
@@ -121,6 +123,7 @@ async fn new_connection_gets_503_when_every_connection_is_busy() {
         stream.write_all(request.as_bytes()).await.unwrap();
         waiting.push(stream);
     }
+    // Kept: the server's timeouts run on real time over a real socket (the test paces its bytes against them).
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     let started = Instant::now();

@@ -55,6 +55,7 @@ async fn an_http2_connection_idles_by_the_idle_timeout_not_the_header_timeout() 
     // Frames that are not a request (a ping) well past the header timeout,
     // then a second request on the same connection.
     for _ in 0..4 {
+        // Kept: the server's timeouts run on real time over a real socket (the test paces its bytes against them).
         tokio::time::sleep(Duration::from_millis(200)).await;
         ping.ping(h2::Ping::opaque()).await.expect("ping answered");
     }
@@ -63,6 +64,7 @@ async fn an_http2_connection_idles_by_the_idle_timeout_not_the_header_timeout() 
     // Pings do not keep it open past the idle timeout either.
     let closed = tokio::time::timeout(idle * 3, async {
         while ping.ping(h2::Ping::opaque()).await.is_ok() {
+            // Kept: the server's timeouts run on real time over a real socket (the test paces its bytes against them).
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     })
@@ -115,6 +117,7 @@ async fn a_rapid_reset_flood_is_cut_off() {
             break;
         };
         opened += 1;
+        // Paces the streams opened; the limit, not the pace, decides the verdict.
         tokio::time::sleep(Duration::from_millis(2)).await;
         body.send_reset(h2::Reason::CANCEL);
     }

@@ -49,6 +49,7 @@ async fn first_ok(addr: std::net::SocketAddr, limit: Duration) -> Option<Duratio
         if answer.is_some_and(|answer| raw::status(&answer) == 200) {
             return Some(started.elapsed());
         }
+        // Polls: a real socket's answer has no event this test can await.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     None
@@ -68,6 +69,7 @@ async fn trickled_bodies_are_closed_and_a_new_client_is_answered() {
     let flood: Vec<_> = (0..2 * LIMIT)
         .map(|_| tokio::spawn(trickle(server.addr)))
         .collect();
+    // Kept: lets the flood's connections open before the probe (real sockets); the probe's verdict bounds the wait, not this sleep.
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let waited = first_ok(server.addr, BODY_TIMEOUT * 5).await;
@@ -127,6 +129,7 @@ async fn a_body_above_the_minimum_rate_may_take_longer_than_the_timeout() {
     let started = Instant::now();
     // 300 bytes every 200 ms: 1500 B/s, about 2 s in all.
     for chunk in body.as_bytes().chunks(300) {
+        // Kept: the server's timeouts run on real time over a real socket (the test paces its bytes against them).
         tokio::time::sleep(Duration::from_millis(200)).await;
         stream.write_all(chunk).await.unwrap();
     }

@@ -46,6 +46,13 @@ export function clear(node) {
   return node;
 }
 
+// Replaces `node`'s children, skipping absent ones (undefined, null,
+// false) as `h` does. The DOM's own `append` would print them as text
+// ("null" under a table whose optional part is absent).
+export function replace(node, ...children) {
+  return append(clear(node), children);
+}
+
 // A link inside the single-page app. Path segments are URI-encoded, so an
 // id cannot break out of its segment.
 export function route(...segments) {

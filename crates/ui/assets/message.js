@@ -2,7 +2,7 @@
 // payload (as text, or base64 when not UTF-8), and its actions.
 
 import * as api from './api.js';
-import { h, clear, route, fmtTime, fmtRelative } from './dom.js';
+import { h, route, fmtTime, fmtRelative, replace } from './dom.js';
 import { rowActions } from './queue.js';
 
 export function render(main, { queue, id }) {
@@ -16,7 +16,7 @@ export function render(main, { queue, id }) {
     try {
       m = await api.message(queue, id);
     } catch (err) {
-      clear(box).append(h('p', { class: err.status === 404 ? 'muted' : 'error', text: err.message }));
+      replace(box, h('p', { class: err.status === 404 ? 'muted' : 'error', text: err.message }));
       return;
     }
     draw(box, m, load);
@@ -39,7 +39,7 @@ function draw(box, m, reload) {
   if (m.died_at) fields.push(['died at', fmtTime(m.died_at)]);
   const headers = Object.entries(m.headers || {});
   const payload = m.payload !== undefined ? m.payload : m.payload_base64;
-  clear(box).append(
+  replace(box, 
     h('h1', { class: 'id', text: m.id }),
     h('dl', { class: 'fields' }, fields.map(([k, v]) => h('div', {}, h('dt', { text: k }), h('dd', { text: v })))),
     h('div', { class: 'actions' }, rowActions({ queue: m.queue }, m, reload)),

@@ -2,7 +2,7 @@
 // sparkline, and the server-wide throughput and lateness sparklines.
 
 import * as api from './api.js';
-import { h, clear, route, fmtCount } from './dom.js';
+import { h, route, fmtCount, replace } from './dom.js';
 import { sparkline } from './charts.js';
 
 const REFRESH_MS = 2000;
@@ -15,7 +15,7 @@ export function render(main, _params, { sampler }) {
   let lastQueues = [];
 
   const drawMetrics = () => {
-    clear(metricsBox).append(...metricCells(sampler));
+    replace(metricsBox, ...metricCells(sampler));
     if (lastQueues.length) drawTable(tableBox, lastQueues, sampler);
   };
   const refresh = async () => {
@@ -23,7 +23,7 @@ export function render(main, _params, { sampler }) {
       lastQueues = (await api.queues()).queues;
       drawTable(tableBox, lastQueues, sampler);
     } catch (err) {
-      clear(tableBox).append(h('p', { class: 'error', text: `Cannot list queues: ${err.message}` }));
+      replace(tableBox, h('p', { class: 'error', text: `Cannot list queues: ${err.message}` }));
     }
   };
   drawMetrics();
@@ -71,7 +71,7 @@ function queueLateness(points) {
 
 function drawTable(box, queues, sampler) {
   if (queues.length === 0) {
-    clear(box).append(h('p', { class: 'muted', text: 'No queues yet. Enqueue a message to create one.' }));
+    replace(box, h('p', { class: 'muted', text: 'No queues yet. Enqueue a message to create one.' }));
     return;
   }
   const head = h(
@@ -93,5 +93,5 @@ function drawTable(box, queues, sampler) {
     ),
   );
   const table = h('table', { class: 'queues' }, h('thead', {}, head), h('tbody', {}, rows));
-  clear(box).append(h('div', { class: 'scroll' }, table));
+  replace(box, h('div', { class: 'scroll' }, table));
 }

@@ -3,7 +3,7 @@
 // paging and row actions (cancel, reschedule, redrive).
 
 import * as api from './api.js';
-import { h, clear, route, fmtCount, fmtTime, fmtRelative, preview, notify, runAction } from './dom.js';
+import { h, route, fmtCount, fmtTime, fmtRelative, preview, notify, runAction, replace } from './dom.js';
 import { dueHistogram } from './charts.js';
 import { schedulesCard } from './schedules.js';
 
@@ -64,7 +64,7 @@ async function refreshHeader(view) {
   try {
     info = await api.queue(view.queue);
   } catch (err) {
-    clear(view.header).append(h('p', { class: 'error', text: err.message }));
+    replace(view.header, h('p', { class: 'error', text: err.message }));
     return;
   }
   const counts = h(
@@ -75,7 +75,7 @@ async function refreshHeader(view) {
   const toggle = info.paused
     ? button('Resume', 'resume', () => act(view, () => api.resume(view.queue), 'Queue resumed.'))
     : button('Pause', 'pause', () => act(view, () => api.pause(view.queue), 'Queue paused.'));
-  clear(view.header).append(
+  replace(view.header, 
     h(
       'div',
       { class: 'title-row' },
@@ -143,7 +143,7 @@ async function refreshChart(view) {
   } catch (err) {
     body = [h('p', { class: err.status === 404 ? 'muted' : 'error', text: err.message })];
   }
-  clear(view.chart).append(h('h2', { text: 'Due times of scheduled messages' }), tabs, ...body);
+  replace(view.chart, h('h2', { text: 'Due times of scheduled messages' }), tabs, ...body);
 }
 
 async function refreshList(view) {
@@ -172,7 +172,7 @@ async function refreshList(view) {
   if (view.state === 'dead' && messages.length) {
     tools.push(button('Redrive all', 'redrive-all', () => act(view, () => api.redrive(view.queue), 'All dead messages redriven.')));
   }
-  clear(view.lists).append(
+  replace(view.lists, 
     h('h2', { text: 'Messages' }),
     tabs,
     h('div', { class: 'actions' }, tools),
@@ -253,6 +253,6 @@ function reschedule(view, m, run) {
     h('button', { type: 'submit', text: 'Save', attrs: { 'data-action': 'reschedule-save' } }),
   );
   const cell = document.activeElement && document.activeElement.closest('.row-actions, .actions');
-  if (cell) clear(cell).append(form);
+  if (cell) replace(cell, form);
   input.focus();
 }

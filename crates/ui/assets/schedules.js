@@ -4,7 +4,7 @@
 // (found by their `delayd-schedule` header).
 
 import * as api from './api.js';
-import { h, clear, route, fmtRelative, runAction } from './dom.js';
+import { h, route, fmtRelative, runAction, replace } from './dom.js';
 
 // How many messages per state are searched for a schedule's fired messages.
 const SEARCH_LIMIT = 1000;
@@ -23,12 +23,12 @@ async function refresh(view) {
     list = (await api.schedules(view.queue)).schedules;
   } catch (err) {
     // A queue without schedules may not exist yet (404): nothing to show.
-    clear(view.card).append(h('h2', { text: 'Schedules' }), h('p', { class: err.status === 404 ? 'muted' : 'error', text: err.message }));
+    replace(view.card, h('h2', { text: 'Schedules' }), h('p', { class: err.status === 404 ? 'muted' : 'error', text: err.message }));
     return;
   }
   const body = list.length === 0 ? h('p', { class: 'muted', text: 'No schedules.' }) : table(view, list);
   const fired = view.open ? h('div', { class: 'fired', attrs: { 'data-test': 'fired' } }, h('p', { class: 'muted', text: 'Loading…' })) : null;
-  clear(view.card).append(h('h2', { text: 'Schedules' }), body, fired);
+  replace(view.card, h('h2', { text: 'Schedules' }), body, fired);
   if (fired) showFired(view, fired);
 }
 
@@ -102,7 +102,7 @@ async function showFired(view, box) {
       }
     }
   } catch (err) {
-    clear(box).append(h('p', { class: 'error', text: err.message }));
+    replace(box, h('p', { class: 'error', text: err.message }));
     return;
   }
   found.sort((a, b) => b.deliver_at - a.deliver_at);
@@ -119,5 +119,5 @@ async function showFired(view, box) {
   const list = rows.length
     ? h('table', { class: 'fired-table' }, h('tbody', {}, rows))
     : h('p', { class: 'muted', text: 'None live (acked messages are gone).' });
-  clear(box).append(title, list);
+  replace(box, title, list);
 }

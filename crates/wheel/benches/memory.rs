@@ -19,7 +19,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use delayd_wheel::{KeyedWheel, Wheel};
+use delayd_wheel::Wheel;
 
 struct Counting;
 
@@ -77,13 +77,6 @@ fn main() {
         let mut w = Wheel::new();
         for k in 0..N {
             w.insert(deadline(k), k);
-        }
-        w
-    });
-    measure("delayd_wheel::KeyedWheel", || {
-        let mut w = KeyedWheel::new();
-        for k in 0..N {
-            w.insert(k, deadline(k), k).expect("unique key");
         }
         w
     });

@@ -5,11 +5,3 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("stale wheel handle: the entry already fired or was cancelled")]
 pub struct StaleHandle;
-
-/// [`KeyedWheel::insert`](crate::KeyedWheel::insert) was given a key that is
-/// already scheduled. The key is handed back; the existing entry is untouched.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("key is already scheduled")]
-pub struct DuplicateKey<K> {
-    pub key: K,
-}

@@ -5,7 +5,7 @@
 //! sleeps until [`Wheel::next_deadline`] instead of ticking.
 //!
 //! ```
-//! use delayd_wheel::{KeyedWheel, Wheel};
+//! use delayd_wheel::Wheel;
 //!
 //! let mut wheel = Wheel::new();
 //! let late = wheel.insert(300, "late");
@@ -20,11 +20,6 @@
 //! assert_eq!(fired, [(50, "late"), (100, "early")]);
 //! assert_eq!(wheel.cancel(late), None, "fired handles are stale");
 //! assert_eq!(wheel.len(), 1);
-//!
-//! let mut keyed = KeyedWheel::new();
-//! keyed.insert("msg-1", 10, ()).expect("new key");
-//! assert!(keyed.insert("msg-1", 20, ()).is_err(), "duplicate key");
-//! assert_eq!(keyed.poll_expired(10), Some(("msg-1", 10, ())));
 //! ```
 //!
 //! # Layout
@@ -36,9 +31,12 @@
 //!   list; a 32-byte entry for `T = u64`.
 //! - `ready` — the queue of due entries, ordered by (deadline, insertion).
 //! - `wheel` — [`Wheel`]: insert/cancel/reschedule/advance/poll.
-//! - `keyed` — [`KeyedWheel`]: the wheel addressed by unique keys.
-//! - `delay_queue` — `DelayQueue`, the tokio adapter (feature `tokio`).
-//! - `error` — [`StaleHandle`], [`DuplicateKey`].
+//! - `error` — [`StaleHandle`].
+//!
+//! Deliberately absent: a keyed layer and an async adapter. The one user,
+//! `delayd-local`'s `timers.rs`, keys entries itself (an entry there is in
+//! the wheel or staged out of it, and is re-armed after a clock jump), and
+//! its driver owns the sleeping.
 //!
 //! # Implementation
 //!
@@ -92,17 +90,11 @@
 //! **Handles.** [`Handle`] is `(index, generation)`; freeing a slot bumps its
 //! generation, so a stale handle never reaches a later occupant.
 
-#[cfg(feature = "tokio")]
-mod delay_queue;
 mod error;
-mod keyed;
 mod level;
 mod ready;
 mod slab;
 mod wheel;
 
-#[cfg(feature = "tokio")]
-pub use delay_queue::DelayQueue;
-pub use error::{DuplicateKey, StaleHandle};
-pub use keyed::KeyedWheel;
+pub use error::StaleHandle;
 pub use wheel::{Expired, Handle, Wheel, WheelConfig};

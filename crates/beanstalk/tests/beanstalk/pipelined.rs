@@ -158,6 +158,7 @@ async fn commands_sent_during_a_wait_run_after_it(server: TestServer) {
     // The second reserve is waiting now; these arrive during its wait.
     let more = format!("delete {first}\r\nreserve-with-timeout 0\r\n");
     worker.send(more.as_bytes()).await;
+    // Kept: gives the server time to read the pipelined bytes during the wait; if it has not, the reserve still gets `second` (no hook tells when a connection read its input).
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let second = producer.put(1, 0, 60, "second").await;
     assert_eq!(reserved(&mut worker).await, second);

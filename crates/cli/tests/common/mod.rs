@@ -213,6 +213,7 @@ impl Server {
             if let Some(status) = child.try_wait().expect("try_wait") {
                 return Some(status);
             }
+            // Polls: a child process's exit has no event this test can await.
             std::thread::sleep(Duration::from_millis(20));
         }
         None
@@ -261,6 +262,7 @@ pub async fn wait_healthy(http: &reqwest::Client, server: &Server) {
             "/healthz never answered; log:\n{}",
             server.log()
         );
+        // Polls: a starting server has no event this test can await.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -42,7 +42,7 @@ fn ip(args: &[&str]) -> Result<(), String> {
 
 impl Net {
     /// Creates the namespaces and links, or says why it cannot (not root,
-    /// no `ip`, namespaces not permitted): the caller then skips.
+    /// no `ip`, namespaces not permitted): the caller then fails with it.
     pub fn create() -> Result<Net, String> {
         let pid = std::process::id();
         let mut net = Net {

@@ -252,7 +252,7 @@ impl Broker for ModelBroker {
             });
         }
         if let Some(schedule) = change.schedule {
-            m.deliver_at = schedule.deliver_at(now);
+            m.deliver_at = crate::check_deliver_at(schedule.deliver_at(now))?;
         }
         if let Some(priority) = change.priority {
             m.priority = priority;

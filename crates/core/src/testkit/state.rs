@@ -163,6 +163,7 @@ impl State {
         now: u64,
     ) -> BrokerResult<EnqueueOutcome> {
         request.validate()?;
+        crate::check_deliver_at(request.schedule.deliver_at(now))?;
         let id = request.id.unwrap_or_else(MessageId::generate);
         if let Some(existing) = self.messages.get(&(queue.clone(), id.clone())) {
             return Ok(EnqueueOutcome {

@@ -112,6 +112,7 @@ async fn produce_until(
             }
             Err(err) => refused(history, phase, err),
         }
+        // Paces the producer (real processes on real time); no verdict depends on it.
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -135,6 +136,7 @@ async fn consume_until(
             Ok(deliveries) => deliveries,
             Err(err) => {
                 refused(history, phase, err);
+                // Backs off after a refused lease during the failover; no verdict depends on it.
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             }

@@ -71,6 +71,7 @@ fn wait_until(server: &RedisServer, needles: &[&str], what: &str) {
             return;
         }
         assert!(Instant::now() < deadline, "{what}: {info}");
+        // Polls: Redis replication state has no event this test can await.
         std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -103,6 +103,7 @@ impl RedisServer {
             if let Ok(Some(_)) = server.child.try_wait() {
                 break;
             }
+            // Polls: a starting redis-server has no event this test can await.
             std::thread::sleep(Duration::from_millis(10));
         }
         server.kill();
@@ -121,6 +122,7 @@ impl RedisServer {
         let _ = self.child.wait();
         let deadline = Instant::now() + Duration::from_secs(5);
         while ping(self.port) && Instant::now() < deadline {
+            // Polls: the killed server's port closing has no event this test can await.
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -140,6 +142,7 @@ impl RedisServer {
                     return;
                 }
                 Err(e) if Instant::now() > deadline => panic!("restart failed: {e}"),
+                // Polls: the restarted redis-server's port has no event to await.
                 Err(_) => std::thread::sleep(Duration::from_millis(100)),
             }
         }
@@ -225,6 +228,7 @@ impl RedisCluster {
             if ok {
                 return true;
             }
+            // Polls: the cluster's state has no event this test can await.
             std::thread::sleep(Duration::from_millis(50));
         }
         false

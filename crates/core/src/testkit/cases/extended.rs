@@ -379,6 +379,42 @@ pub async fn argument_rules_are_the_same_everywhere(b: Arc<dyn Broker>) {
     );
     s::must(b.ack(&q, &d.id, &d.lease_id).await, "ack");
     enqueue_item_rules(&b, &q).await;
+    deliver_at_rule(&b, &q).await;
+}
+
+/// A due time past `MAX_DELIVER_AT` is refused (`check_deliver_at`): the
+/// enqueue item alone, and a reschedule without changing the message.
+async fn deliver_at_rule(b: &Arc<dyn Broker>, q: &crate::QueueName) {
+    use crate::message::{EnqueueRequest, Reschedule, Schedule};
+    let too_far = Schedule::At(crate::MAX_DELIVER_AT + 1);
+    let item = EnqueueRequest {
+        id: Some(s::id("too-far")),
+        schedule: too_far,
+        ..EnqueueRequest::default()
+    };
+    let results = s::must(
+        b.enqueue(q, vec![item], crate::EnqueueOptions::default())
+            .await,
+        "enqueue",
+    );
+    assert!(
+        matches!(results[0], Err(crate::BrokerError::InvalidArgument(_))),
+        "deliver_at past MAX_DELIVER_AT: {:?}",
+        results[0]
+    );
+    let kept = s::put_now(b, q, "kept").await;
+    let change = Reschedule {
+        schedule: Some(too_far),
+        priority: Some(1),
+    };
+    let r = b.reschedule(q, &kept.id, change).await.map(|_| ());
+    assert!(
+        matches!(r, Err(crate::BrokerError::InvalidArgument(_))),
+        "reschedule past MAX_DELIVER_AT: {r:?}"
+    );
+    let after = s::get(b, q, &kept.id).await;
+    assert_eq!(after.state, MessageState::Ready, "{after:?}");
+    assert_eq!(after.priority, crate::DEFAULT_PRIORITY, "{after:?}");
 }
 
 /// An enqueue item asking for zero deliveries or a zero-length lease is
