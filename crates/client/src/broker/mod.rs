@@ -21,9 +21,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use delayd_core::{
     Broker, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest,
-    LeaseId, LeaseRequest, ListQuery, Message, MessageId, MessageState, Nack, QueueConfigPatch,
-    QueueInfo, QueueName, Redrive, Reschedule, Schedule, ScheduleDefinition, ScheduleId,
-    ScheduleRecord, Upsert,
+    FlowKey, KeyInfo, LeaseId, LeaseRequest, ListQuery, Message, MessageId, MessageState, Nack,
+    QueueConfigPatch, QueueInfo, QueueName, Redrive, Reschedule, Schedule, ScheduleDefinition,
+    ScheduleId, ScheduleRecord, Upsert,
 };
 
 use crate::client::Client;
@@ -33,8 +33,8 @@ mod convert;
 mod schedules;
 
 use convert::{
-    not_available, schedule_fields, to_delivery, to_message, to_new_message, to_outcome,
-    to_put_body, to_queue_info, wire_error, Subject,
+    not_available, schedule_fields, to_delivery, to_key_info, to_message, to_new_message,
+    to_outcome, to_put_body, to_queue_info, wire_error, Subject,
 };
 
 /// api.md's maximum batch size; bigger enqueues are split.
@@ -323,10 +323,16 @@ impl Broker for HttpBroker {
         if nack.priority.is_some() || !nack.may_die {
             return Err(not_available("nack with a priority or without dying"));
         }
-        let done = self
-            .client
-            .nack(queue.as_str(), id.as_str(), lease.as_str(), nack.delay_ms)
-            .await;
+        let (queue_name, id_str, lease_str) = (queue.as_str(), id.as_str(), lease.as_str());
+        let done = if nack.defer {
+            self.client
+                .defer(queue_name, id_str, lease_str, nack.delay_ms)
+                .await
+        } else {
+            self.client
+                .nack(queue_name, id_str, lease_str, nack.delay_ms)
+                .await
+        };
         done.map_err(|err| Subject::lease(queue, id, lease).map(err))
     }
 
@@ -407,16 +413,9 @@ impl Broker for HttpBroker {
         schedules::trigger(&self.client, queue, id).await
     }
 
-    async fn key_info(
-        &self,
-        queue: &delayd_core::QueueName,
-        key: &delayd_core::FlowKey,
-    ) -> delayd_core::BrokerResult<delayd_core::KeyInfo> {
-        // FLOW-WIP: replaced by the backend's own before landing.
-        let _ = (queue, key);
-        Err(delayd_core::BrokerError::unavailable(
-            "flow keys: not built yet",
-        ))
+    async fn key_info(&self, queue: &QueueName, key: &FlowKey) -> BrokerResult<KeyInfo> {
+        let info = self.client.key_info(queue.as_str(), key.as_str()).await;
+        to_key_info(info.map_err(|err| Subject::queue(queue).map(err))?)
     }
 
     async fn ready(&self) -> BrokerResult<()> {
