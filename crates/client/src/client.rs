@@ -391,6 +391,32 @@ impl Client {
         Ok(list.messages)
     }
 
+    /// Messages of one state (`scheduled`, `ready`, `leased` or `dead`) in
+    /// that state's order, `limit` per page (the dashboard's listing,
+    /// `GET /v1/queues/{queue}/messages?state=`); `after` is the last id of
+    /// the previous page.
+    pub async fn list_messages(
+        &self,
+        queue: &str,
+        state: &str,
+        limit: Option<u32>,
+        after: Option<&str>,
+    ) -> Result<Vec<MessageView>, ClientError> {
+        let mut url = self.url(&["v1", "queues", queue, "messages"])?;
+        {
+            let mut query = url.query_pairs_mut();
+            query.append_pair("state", state);
+            if let Some(limit) = limit {
+                query.append_pair("limit", &limit.to_string());
+            }
+            if let Some(after) = after {
+                query.append_pair("after", after);
+            }
+        }
+        let list: MessageList = decode(self.send(self.request(Method::GET, &url)).await?).await?;
+        Ok(list.messages)
+    }
+
     /// Moves dead messages back to `ready` (all of them when `ids` is
     /// `None`); returns how many moved.
     pub async fn redrive(&self, queue: &str, ids: Option<&[String]>) -> Result<u64, ClientError> {

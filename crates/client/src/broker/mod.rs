@@ -2,10 +2,11 @@
 //! conformance suite can hold the whole stack (server, wire, broker) to the
 //! same rules as a broker called directly.
 //!
-//! api.md exposes only part of the trait. The rest (`get_by_seq`,
-//! `lease_message`, `bury`, multi-queue leases, timed pauses, listing states
-//! other than `dead`, `Redrive::Oldest`, per-message `lease_ms`, nack with a
-//! priority or that may not kill) answers
+//! api.md exposes only part of the trait (listing states other than `dead`
+//! goes through the dashboard's listing). The rest (`get_by_seq`,
+//! `lease_message`, `bury`, multi-queue leases, timed pauses,
+//! `Redrive::Oldest`, per-message `lease_ms`, nack with a priority or that
+//! may not kill) answers
 //! `InvalidArgument("not available over HTTP: ...")`.
 //!
 //! Enqueue without auto-create is emulated by checking that the queue
@@ -233,16 +234,23 @@ impl Broker for HttpBroker {
         to_message(view.map_err(|err| Subject::message(queue, id).map(err))?)
     }
 
+    /// Dead messages through the dead-letter route, the other states
+    /// through the dashboard's listing (same order and paging).
     async fn list(&self, queue: &QueueName, query: ListQuery) -> BrokerResult<Vec<Message>> {
-        if query.state != MessageState::Dead {
-            return Err(not_available("listing messages that are not dead"));
-        }
         let after = query.after.as_ref().map(MessageId::as_str);
-        let views = self
-            .client
-            .dead(queue.as_str(), Some(query.limit), after)
-            .await
-            .map_err(|err| Subject::queue(queue).map(err))?;
+        let views = match query.state {
+            MessageState::Dead => {
+                self.client
+                    .dead(queue.as_str(), Some(query.limit), after)
+                    .await
+            }
+            state => {
+                self.client
+                    .list_messages(queue.as_str(), state.as_str(), Some(query.limit), after)
+                    .await
+            }
+        };
+        let views = views.map_err(|err| Subject::queue(queue).map(err))?;
         views.into_iter().map(to_message).collect()
     }
 
