@@ -1,8 +1,8 @@
 //! The conformance suite (the HTTP-visible rules) run through the whole
 //! stack: `HttpBroker` -> client -> HTTP -> server -> broker, once over the
-//! reference model and once over LocalBroker; the schedule cases over
-//! both, on a virtual clock; the cases of time settled at the call over
-//! LocalBroker with its driver held, on a virtual clock.
+//! reference model and once over LocalBroker; the schedule and flow
+//! control cases over both, on a virtual clock; the cases of time settled
+//! at the call over LocalBroker with its driver held, on a virtual clock.
 
 mod common;
 
@@ -50,6 +50,19 @@ mod model {
                 | super::super::over_http(Arc::new(ModelBroker::with_clock(clock)), ())
         );
     }
+
+    /// Flow control through the whole stack, on the model's virtual clock.
+    mod flow {
+        use std::sync::Arc;
+
+        use delayd_core::testkit::ModelBroker;
+
+        delayd_core::conformance_tests_flow!(
+            virtual_time
+                | clock
+                | super::super::over_http(Arc::new(ModelBroker::with_clock(clock)), ())
+        );
+    }
 }
 
 mod local {
@@ -87,6 +100,11 @@ mod local {
         }
 
         delayd_core::conformance_tests_schedules!(virtual_time | clock | fresh(clock));
+
+        // Flow control over LocalBroker, on the same virtual clock.
+        mod flow {
+            delayd_core::conformance_tests_flow!(virtual_time | clock | super::fresh(clock));
+        }
     }
 
     /// Time settled at the call, over LocalBroker with its driver held

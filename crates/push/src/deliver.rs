@@ -227,6 +227,18 @@ fn build_headers(
     if let Some(secret) = &target.secret {
         set("delayd-signature", sign(secret, timestamp, payload));
     }
+    if let Some(key) = &delivery.key {
+        // A key is UTF-8 without control characters: visible ASCII, space
+        // and bytes >= 0x80, all valid in a header value (as obs-text).
+        match HeaderValue::from_bytes(key.as_str().as_bytes()) {
+            Ok(value) => {
+                headers.insert(HeaderName::from_static("delayd-key"), value);
+            }
+            Err(_) => {
+                tracing::debug!(id = %delivery.id, "push: key not valid in HTTP, not sent")
+            }
+        }
+    }
     headers
 }
 
@@ -299,6 +311,17 @@ mod tests {
         assert!(verify_signature(b"s3", 1_700_000_000, b"hello", sig));
         let unsigned = build_headers(&target(None), &delivery(&[]), b"hello", 1);
         assert!(!unsigned.contains_key("delayd-signature"));
+    }
+
+    #[test]
+    fn key_is_sent_as_delayd_key_and_never_forged() {
+        let plain = build_headers(&target(None), &delivery(&[]), b"hello", 1);
+        assert!(!plain.contains_key("delayd-key"));
+        let mut keyed = delivery(&[("delayd-key", "forged")]);
+        keyed.key = Some(delayd_core::FlowKey::new("tenant/ü 7").unwrap());
+        let h = build_headers(&target(None), &keyed, b"hello", 1);
+        assert_eq!(h.get_all("delayd-key").iter().count(), 1);
+        assert_eq!(h["delayd-key"].as_bytes(), "tenant/ü 7".as_bytes());
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use delayd_core::{
     Broker, BrokerError, Delivery, LeaseRequest, MessageState, Nack, QueueConfig, QueueName,
+    RetryPolicy,
 };
 use reqwest::{Client, Url};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -52,7 +53,12 @@ pub(crate) struct QueueWorker {
     /// this verdict is what stops them (a refusal fails every attempt).
     url_verdict: Result<(), PolicyError>,
     concurrency: usize,
-    retry_max_ms: u64,
+    retry: RetryPolicy,
+    /// Whether the queue has `flow`: then a 429, or a 503 with
+    /// `Retry-After`, is a deferral rather than a failed attempt (api.md,
+    /// "Flow control"). A config change restarts the worker, so this
+    /// follows the queue's config.
+    flow: bool,
     lease_ms: u64,
 }
 
@@ -91,7 +97,8 @@ impl QueueWorker {
             },
             url_verdict,
             concurrency: usize::try_from(push.concurrency.max(1)).unwrap_or(usize::MAX),
-            retry_max_ms: config.retry.max_ms,
+            retry: config.retry,
+            flow: config.flow.is_some(),
             lease_ms: push.timeout_ms.saturating_add(margin),
             shared,
         })
@@ -235,9 +242,8 @@ impl QueueWorker {
         self.settle(delivery, outcome).await;
     }
 
-    /// Acks a delivered message; nacks any other outcome, honouring
-    /// `Retry-After` up to the queue's `retry.max_ms` (`None` = the broker's
-    /// backoff with jitter).
+    /// Acks a delivered message; nacks (or, with `flow`, defers) any other
+    /// outcome: see [`Self::nack_for`].
     async fn settle(&self, delivery: Delivery, outcome: Outcome) {
         let broker = &self.shared.broker;
         let result = match &outcome {
@@ -247,8 +253,8 @@ impl QueueWorker {
                     .await
             }
             failed => {
-                tracing::debug!(queue = %self.queue, id = %delivery.id, attempt = delivery.attempt, outcome = %failed, "push: attempt failed");
                 let nack = self.nack_for(failed);
+                tracing::debug!(queue = %self.queue, id = %delivery.id, attempt = delivery.attempt, outcome = %failed, deferred = nack.defer, "push: attempt failed");
                 let result = broker
                     .nack(&self.queue, &delivery.id, &delivery.lease_id, nack)
                     .await;
@@ -273,17 +279,24 @@ impl QueueWorker {
         }
     }
 
-    /// The nack of a failed attempt: `Retry-After`, capped at the queue's
-    /// `retry.max_ms`, else `None` (the broker's backoff with jitter); it
-    /// always counts towards `max_attempts`.
+    /// The nack of an answer other than 2xx: `Retry-After`, capped at the
+    /// queue's `retry.max_ms`, else `None` (the broker's backoff, with
+    /// jitter for a failed attempt, the nth deferral's for a deferral). On
+    /// a queue with `flow`, a 429, or a 503 with `Retry-After`, is a
+    /// deferral (the target asked us to slow down: the attempt is given
+    /// back and the key cools down); everything else counts towards
+    /// `max_attempts`.
     fn nack_for(&self, failed: &Outcome) -> Nack {
-        let retry_after = match failed {
-            Outcome::HttpError { retry_after_ms, .. } => *retry_after_ms,
-            _ => None,
+        let (status, retry_after) = match failed {
+            Outcome::HttpError {
+                status,
+                retry_after_ms,
+            } => (Some(*status), *retry_after_ms),
+            _ => (None, None),
         };
         Nack {
-            defer: false,
-            delay_ms: retry_after.map(|ms| ms.min(self.retry_max_ms)),
+            defer: self.flow && is_pushback(status, retry_after),
+            delay_ms: retry_after.map(|ms| delayd_core::flow::retry_after_ms(&self.retry, ms)),
             priority: None,
             may_die: true,
         }
@@ -305,6 +318,16 @@ impl QueueWorker {
     }
 }
 
+/// Whether an answer tells the sender to slow down (api.md: a 429, or a
+/// 503 with `Retry-After`; a bare 503 is an ordinary failure).
+fn is_pushback(status: Option<u16>, retry_after_ms: Option<u64>) -> bool {
+    match status {
+        Some(429) => true,
+        Some(503) => retry_after_ms.is_some(),
+        _ => false,
+    }
+}
+
 /// Counts one request in the in-flight gauge for as long as it lives, so a
 /// request dropped at shutdown is uncounted too.
 struct InFlight(metrics::Gauge);
@@ -319,5 +342,20 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.decrement(1.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_pushback;
+
+    #[test]
+    fn pushback_is_429_or_503_with_retry_after() {
+        assert!(is_pushback(Some(429), None));
+        assert!(is_pushback(Some(429), Some(1_000)));
+        assert!(is_pushback(Some(503), Some(0)));
+        assert!(!is_pushback(Some(503), None));
+        assert!(!is_pushback(Some(500), Some(1_000)));
+        assert!(!is_pushback(None, None));
     }
 }

@@ -4,6 +4,7 @@
 
 mod common;
 mod errors;
+mod flow_rate;
 mod local;
 mod local_broker;
 mod model_broker;

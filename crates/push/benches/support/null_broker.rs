@@ -116,6 +116,7 @@ impl Broker for NullBroker {
             let seq = state.next_seq;
             let id = MessageId::new(format!("m{seq}"))?;
             state.ready.push_back(Delivery {
+                key: None,
                 queue: queue.clone(),
                 id: id.clone(),
                 seq,

@@ -13,8 +13,8 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use delayd_core::testkit::ModelBroker;
 use delayd_core::{
-    Broker, Clock, EnqueueOptions, EnqueueRequest, MessageId, PushConfig, QueueConfigPatch,
-    QueueName, RetryPolicy, Schedule, SystemClock,
+    Broker, Clock, EnqueueOptions, EnqueueRequest, FlowConfig, FlowKey, MessageId, PushConfig,
+    QueueConfigPatch, QueueName, RetryPolicy, Schedule, SystemClock,
 };
 use delayd_push::{PushDispatcher, PushOptions, PushPolicy};
 use tokio::sync::mpsc;
@@ -248,6 +248,45 @@ impl Harness {
             ..Default::default()
         };
         self.broker.put_queue(&q(queue), patch).await.unwrap();
+    }
+
+    /// Creates `queue` pushing to `url` with flow control `flow`.
+    pub async fn flow_queue(
+        &self,
+        queue: &str,
+        push: PushConfig,
+        retry: RetryPolicy,
+        flow: FlowConfig,
+    ) {
+        let patch = QueueConfigPatch {
+            max_attempts: Some(10),
+            retry: Some(retry),
+            push: Some(Some(push)),
+            flow: Some(Some(flow)),
+            ..Default::default()
+        };
+        self.broker.put_queue(&q(queue), patch).await.unwrap();
+    }
+
+    /// Enqueues ready messages `(id, key)` in one call.
+    pub async fn enqueue_keyed(&self, queue: &str, messages: &[(String, Option<&str>)]) {
+        let requests = messages
+            .iter()
+            .map(|(id_, key)| EnqueueRequest {
+                id: Some(id(id_)),
+                key: key.map(|k| FlowKey::new(k).unwrap()),
+                payload: id_.as_bytes().to_vec(),
+                ..Default::default()
+            })
+            .collect();
+        let results = self
+            .broker
+            .enqueue(&q(queue), requests, EnqueueOptions::default())
+            .await
+            .unwrap();
+        for result in results {
+            result.unwrap();
+        }
     }
 
     pub async fn enqueue(

@@ -6,6 +6,7 @@ mod common;
 mod allowlist;
 mod concurrency;
 mod dead_letter;
+mod flow_pushback;
 mod happy_path;
 mod lifecycle;
 mod push_metrics;
