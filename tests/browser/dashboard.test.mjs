@@ -60,7 +60,8 @@ async function seed() {
   await call('POST', `/v1/queues/${QUEUE}/messages/doomed/nack`, { lease_id: messages[0].lease_id });
   await enqueue(QUEUE, { id: 'ready-1', payload: 'hello' });
   const info = await call('GET', `/v1/queues/${QUEUE}`);
-  assert.deepEqual(info.stats, { scheduled: 7, ready: 1, leased: 0, dead: 1 });
+  const { scheduled, ready, leased, dead } = info.stats; // servers with flow control add key counts
+  assert.deepEqual({ scheduled, ready, leased, dead }, { scheduled: 7, ready: 1, leased: 0, dead: 1 });
 }
 
 // Enqueue/lease/ack traffic on a side queue for a few seconds, so the
