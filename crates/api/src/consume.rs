@@ -57,6 +57,10 @@ pub struct Leased {
     pub headers: BTreeMap<String, String>,
     #[serde(flatten)]
     pub payload: Payload,
+    /// Its flow key; `null` when it has none.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub key: Option<String>,
 }
 
 /// The lease answer: up to `max` messages, an empty list when none came.
@@ -124,6 +128,15 @@ pub struct NackBody {
     /// Retry after this long; default: the queue's backoff.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
+    /// The delivery was not an attempt (the consumer was told to slow
+    /// down): its attempt is given back and its key cools down until it is
+    /// due again. Only on a queue with `flow`; default `false`.
+    #[serde(
+        default,
+        deserialize_with = "nullable::or_default",
+        skip_serializing_if = "is_false"
+    )]
+    pub defer: bool,
 }
 
 /// `POST .../messages/{id}/extend`.

@@ -11,6 +11,8 @@
 //! - [`payload`]: [`Payload`], the `payload` (UTF-8) / `payload_base64`
 //!   split, one type for requests and responses.
 //! - [`queue`]: the `PUT /v1/queues/{queue}` body and the queue object.
+//! - [`flow`]: flow control's `flow` object (as set and as shown) and the
+//!   key view.
 //! - [`message`]: enqueue (one, batch), the message object, `PATCH`.
 //! - [`consume`]: lease, ack, batch ack, nack, extend.
 //! - [`dead`]: the redrive body and its answer.
@@ -62,6 +64,7 @@ pub mod consume;
 pub mod dashboard;
 pub mod dead;
 pub mod error;
+pub mod flow;
 pub mod message;
 mod nullable;
 pub mod payload;
@@ -75,6 +78,7 @@ pub use consume::{
 pub use dashboard::Histogram;
 pub use dead::{RedriveBody, Redriven};
 pub use error::{ErrorBody, ErrorDetail, Status};
+pub use flow::{FlowBody, FlowView, KeyInfo, RateBody, RateView};
 pub use message::{
     BatchBody, BatchItemResult, BatchResults, EnqueueBody, Enqueued, Message, MessageList,
     PatchBody,

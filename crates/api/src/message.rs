@@ -39,6 +39,10 @@ pub struct EnqueueBody {
     /// Overrides the queue's `max_attempts` for this message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
+    /// The message's flow key: UTF-8, 1 to 256 bytes, no control
+    /// characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 impl EnqueueBody {
@@ -52,6 +56,7 @@ impl EnqueueBody {
             priority: None,
             headers: BTreeMap::new(),
             max_attempts: None,
+            key: None,
         }
     }
 
@@ -82,6 +87,12 @@ impl EnqueueBody {
 
     pub fn max_attempts(mut self, max_attempts: u32) -> Self {
         self.max_attempts = Some(max_attempts);
+        self
+    }
+
+    /// The message's flow key (api.md, "Flow control").
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
         self
     }
 }
@@ -163,6 +174,15 @@ pub struct Message {
     #[serde(flatten)]
     pub payload: Payload,
     pub enqueued_at: u64,
+    /// Its flow key; `null` when it has none.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub key: Option<String>,
+    /// Deferrals in a row so far (a failed attempt and a redrive reset
+    /// it); past the queue's `flow.max_deferrals` the message dies.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub deferrals: u32,
     /// The message's own `max_attempts`, when it overrides the queue's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,

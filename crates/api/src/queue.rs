@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::flow::{FlowBody, FlowView};
 use crate::nullable;
 
 /// Default of `retry.initial_ms` (api.md).
@@ -15,7 +16,8 @@ pub const DEFAULT_RETRY_MAX_MS: u64 = 3_600_000;
 pub const DEFAULT_RETRY_MULTIPLIER: f64 = 2.0;
 
 /// `PUT /v1/queues/{queue}`: every field optional; absent fields keep their
-/// value, `retry` and `push` are replaced whole, `push: null` removes push.
+/// value, `retry`, `push` and `flow` are replaced whole, `push: null`
+/// removes push and `flow: null` flow control.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
@@ -35,6 +37,15 @@ pub struct QueuePutBody {
     )]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<PushBody>))]
     pub push: Option<Option<PushBody>>,
+    /// Flow control (rate, concurrency, order), replaced as a whole;
+    /// `null` removes it. `Some(None)` is `"flow": null`.
+    #[serde(
+        default,
+        deserialize_with = "nullable::present_or_null",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<FlowBody>))]
+    pub flow: Option<Option<FlowBody>>,
 }
 
 /// Retry backoff as a `PUT` sets it. Fields left out (or `null`) take
@@ -112,6 +123,10 @@ pub struct QueueConfig {
     /// `null` when the queue has no push target.
     #[serde(default)]
     pub push: Option<PushView>,
+    /// `null` when the queue has no flow control.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub flow: Option<FlowView>,
 }
 
 /// The retry backoff in force.
@@ -149,6 +164,15 @@ pub struct QueueStats {
     pub ready: u64,
     pub leased: u64,
     pub dead: u64,
+    /// Flow keys whose state the server keeps (live messages, a cooldown
+    /// or a bucket not yet full again).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub flow_keys: u64,
+    /// Of those, the keys cooling down after a deferral.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub cooling_keys: u64,
 }
 
 /// `GET /v1/queues`: every queue, by name.

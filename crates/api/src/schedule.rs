@@ -95,6 +95,9 @@ pub struct ScheduleMessageBody {
     /// Overrides the queue's `max_attempts` for each fired message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
+    /// The flow key of each fired message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 impl ScheduleMessageBody {
@@ -105,6 +108,7 @@ impl ScheduleMessageBody {
             priority: None,
             headers: BTreeMap::new(),
             max_attempts: None,
+            key: None,
         }
     }
 
@@ -126,6 +130,12 @@ impl ScheduleMessageBody {
 
     pub fn max_attempts(mut self, max_attempts: u32) -> Self {
         self.max_attempts = Some(max_attempts);
+        self
+    }
+
+    /// The flow key of each fired message.
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
         self
     }
 }
@@ -260,7 +270,8 @@ impl SchedulePutBody {
 }
 
 /// The schedule object's `message`: the template as stored (priority filled
-/// in; `max_attempts` only when it overrides the queue's).
+/// in; `max_attempts` only when it overrides the queue's, `key` only when
+/// set).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ScheduleMessage {
@@ -272,6 +283,8 @@ pub struct ScheduleMessage {
     pub headers: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// The schedule object (`PUT`, `GET`, pause, resume, the list): the

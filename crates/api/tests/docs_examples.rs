@@ -57,6 +57,7 @@ fn types() -> Vec<(&'static str, RoundTrip)> {
         ("ScheduleList", round_trip::<ScheduleList>),
         ("PreviewBody", round_trip::<PreviewBody>),
         ("Preview", round_trip::<Preview>),
+        ("KeyInfo", round_trip::<KeyInfo>),
     ]
 }
 
@@ -123,6 +124,10 @@ fn requests_are_strict_and_responses_tolerant() {
     assert!(serde_json::from_value::<NackBody>(typo).is_err());
     let inner_typo = serde_json::json!({"retry": {"intial_ms": 5}});
     assert!(serde_json::from_value::<QueuePutBody>(inner_typo).is_err());
+    let flow_typo = serde_json::json!({"flow": {"rate": {"limit": 1, "period_ms": 1, "brust": 2}}});
+    assert!(serde_json::from_value::<QueuePutBody>(flow_typo).is_err());
+    let defer_typo = serde_json::json!({"lease_id": "l", "defered": true});
+    assert!(serde_json::from_value::<NackBody>(defer_typo).is_err());
     let newer = serde_json::json!({"lease_until": 5, "lease_id": "l2"});
     let extended: Extended = serde_json::from_value(newer).expect("tolerant");
     assert_eq!(extended.lease_until, 5);
@@ -146,6 +151,13 @@ fn null_means_absent_in_requests() {
     assert_eq!(put.push, Some(None));
     let absent: QueuePutBody = serde_json::from_value(serde_json::json!({})).expect("absent");
     assert_eq!(absent.push, None);
+    assert_eq!(absent.flow, None);
+    let no_flow: QueuePutBody =
+        serde_json::from_value(serde_json::json!({"flow": null})).expect("null");
+    assert_eq!(no_flow.flow, Some(None));
+    let nack: NackBody =
+        serde_json::from_value(serde_json::json!({"lease_id": "l", "defer": null})).expect("null");
+    assert!(!nack.defer);
     let body: EnqueueBody =
         serde_json::from_value(serde_json::json!({"payload": "", "headers": null})).expect("null");
     assert!(body.headers.is_empty());

@@ -8,7 +8,7 @@ use serde::Serialize;
 use url::Url;
 
 use delayd_api::{
-    AckBody, AckResults, AcksBody, BatchBody, BatchItemResult, BatchResults, ExtendBody,
+    AckBody, AckResults, AcksBody, BatchBody, BatchItemResult, BatchResults, ExtendBody, KeyInfo,
     LeasedList, MessageList, NackBody, QueueList, RedriveBody, Redriven,
 };
 
@@ -309,6 +309,28 @@ impl Client {
         let body = NackBody {
             lease_id: lease_id.to_owned(),
             delay_ms,
+            defer: false,
+        };
+        self.call_empty(Method::POST, &path, Some(&body)).await
+    }
+
+    /// Defers a delivery (nack with `defer: true`, queues with `flow`
+    /// only): the consumer was told to slow down, so the attempt is given
+    /// back and the message's key cools down until it is due again, after
+    /// `delay_ms` or else the queue's backoff for its nth deferral in a
+    /// row.
+    pub async fn defer(
+        &self,
+        queue: &str,
+        id: &str,
+        lease_id: &str,
+        delay_ms: Option<u64>,
+    ) -> Result<(), ClientError> {
+        let path = ["v1", "queues", queue, "messages", id, "nack"];
+        let body = NackBody {
+            lease_id: lease_id.to_owned(),
+            delay_ms,
+            defer: true,
         };
         self.call_empty(Method::POST, &path, Some(&body)).await
     }
@@ -331,6 +353,20 @@ impl Client {
         Ok(extended.lease_until)
     }
 
+    // ----- flow control -----
+
+    /// `GET /v1/queues/{queue}/keys/{key}`: a flow key's live messages by
+    /// state and its cooldown (zeros for a key with no live message). The
+    /// key is sent as one percent-encoded path segment.
+    pub async fn key_info(&self, queue: &str, key: &str) -> Result<KeyInfo, ClientError> {
+        self.call(
+            Method::GET,
+            &["v1", "queues", queue, "keys", key],
+            None::<&()>,
+        )
+        .await
+    }
+
     // ----- dead letters -----
 
     /// Dead messages, oldest death first; `after` is the last id of the
@@ -344,6 +380,32 @@ impl Client {
         let mut url = self.url(&["v1", "queues", queue, "dead"])?;
         {
             let mut query = url.query_pairs_mut();
+            if let Some(limit) = limit {
+                query.append_pair("limit", &limit.to_string());
+            }
+            if let Some(after) = after {
+                query.append_pair("after", after);
+            }
+        }
+        let list: MessageList = decode(self.send(self.request(Method::GET, &url)).await?).await?;
+        Ok(list.messages)
+    }
+
+    /// Messages of one state (`scheduled`, `ready`, `leased` or `dead`) in
+    /// that state's order, `limit` per page (the dashboard's listing,
+    /// `GET /v1/queues/{queue}/messages?state=`); `after` is the last id of
+    /// the previous page.
+    pub async fn list_messages(
+        &self,
+        queue: &str,
+        state: &str,
+        limit: Option<u32>,
+        after: Option<&str>,
+    ) -> Result<Vec<MessageView>, ClientError> {
+        let mut url = self.url(&["v1", "queues", queue, "messages"])?;
+        {
+            let mut query = url.query_pairs_mut();
+            query.append_pair("state", state);
             if let Some(limit) = limit {
                 query.append_pair("limit", &limit.to_string());
             }

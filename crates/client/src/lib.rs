@@ -2,8 +2,8 @@
 //!
 //! # Layout
 //! - [`client`]: [`Client`], one method per endpoint (queues, enqueue and
-//!   batch enqueue, get/cancel/reschedule, lease/ack/nack/extend, dead
-//!   letters and redrive, health, readiness, metrics).
+//!   batch enqueue, get/cancel/reschedule, lease/ack/nack/defer/extend,
+//!   flow keys, dead letters and redrive, health, readiness, metrics).
 //! - [`schedules`]: [`Client`]'s recurring-schedule methods (put, get,
 //!   list, delete, pause, resume, trigger, preview).
 //! - [`wire`]: the JSON bodies: `delayd_api`'s types (shared with the
@@ -52,6 +52,7 @@ pub use client::{Client, Protocol, PutQueue};
 pub use error::ClientError;
 pub use schedules::PutSchedule;
 pub use wire::{
-    AckItem, Enqueued, ErrorDetail, LeaseOptions, Leased, MessageView, NewMessage, Payload,
-    PushSpec, PushView, Queue, QueueConfigView, QueuePut, QueueStats, Reschedule, Retry,
+    AckItem, Enqueued, ErrorDetail, FlowSpec, FlowView, KeyInfo, LeaseOptions, Leased, MessageView,
+    NewMessage, Payload, PushSpec, PushView, Queue, QueueConfigView, QueuePut, QueueStats,
+    RateSpec, RateView, Reschedule, Retry,
 };

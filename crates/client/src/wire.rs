@@ -13,8 +13,8 @@
 //! the wire crate's types so that callers need not change.
 
 pub use delayd_api::{
-    encode_base64, AckItem, Enqueued, ErrorBody, ErrorDetail, Extended, Leased, Message, Payload,
-    PushView, Queue, QueueConfig, QueueStats,
+    encode_base64, AckItem, Enqueued, ErrorBody, ErrorDetail, Extended, FlowView, KeyInfo, Leased,
+    Message, Payload, PushView, Queue, QueueConfig, QueueStats, RateView,
 };
 pub use delayd_api::{
     CatchupMode, OverlapMode, PreviewBody, Schedule, ScheduleMessage, ScheduleMessageBody,
@@ -29,6 +29,11 @@ pub type QueuePut = delayd_api::QueuePutBody;
 pub type Retry = delayd_api::RetryBody;
 /// `push` as a `PUT` sets it.
 pub type PushSpec = delayd_api::PushBody;
+/// `flow` as a `PUT` sets it (replaced whole; `Some(None)` in
+/// [`QueuePut::flow`] removes it).
+pub type FlowSpec = delayd_api::FlowBody;
+/// A rate (`rate`, `key_rate`) as a `PUT` sets it.
+pub type RateSpec = delayd_api::RateBody;
 /// Body of `PATCH .../messages/{id}`.
 pub type Reschedule = delayd_api::PatchBody;
 /// Body of `POST .../leases`.
@@ -69,6 +74,31 @@ mod tests {
         assert_eq!(
             (view.max_attempts, view.lease_until, view.died_at),
             (Some(3), None, Some(9))
+        );
+    }
+
+    #[test]
+    fn flow_and_key_are_sent_only_when_set() {
+        let put = QueuePut {
+            flow: Some(Some(FlowSpec::default().rate(50, 1000).ordered(true))),
+            ..QueuePut::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&put).unwrap(),
+            json!({"flow": {"rate": {"limit": 50, "period_ms": 1000}, "ordered": true}})
+        );
+        let remove = QueuePut {
+            flow: Some(None),
+            ..QueuePut::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&remove).unwrap(),
+            json!({"flow": null})
+        );
+        let keyed = NewMessage::new("hi").key("tenant-1");
+        assert_eq!(
+            serde_json::to_value(&keyed).unwrap(),
+            json!({"payload": "hi", "key": "tenant-1"})
         );
     }
 

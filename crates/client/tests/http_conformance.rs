@@ -1,7 +1,7 @@
 //! The conformance suite (the HTTP-visible rules) run through the whole
 //! stack: `HttpBroker` -> client -> HTTP -> server -> broker, once over the
-//! reference model and once over LocalBroker; the schedule cases over
-//! both, on a virtual clock.
+//! reference model and once over LocalBroker; the schedule and flow
+//! control cases over both, on a virtual clock.
 
 mod common;
 
@@ -49,6 +49,19 @@ mod model {
                 | super::super::over_http(Arc::new(ModelBroker::with_clock(clock)), ())
         );
     }
+
+    /// Flow control through the whole stack, on the model's virtual clock.
+    mod flow {
+        use std::sync::Arc;
+
+        use delayd_core::testkit::ModelBroker;
+
+        delayd_core::conformance_tests_flow!(
+            virtual_time
+                | clock
+                | super::super::over_http(Arc::new(ModelBroker::with_clock(clock)), ())
+        );
+    }
 }
 
 mod local {
@@ -86,5 +99,10 @@ mod local {
         }
 
         delayd_core::conformance_tests_schedules!(virtual_time | clock | fresh(clock));
+
+        // Flow control over LocalBroker, on the same virtual clock.
+        mod flow {
+            delayd_core::conformance_tests_flow!(virtual_time | clock | super::fresh(clock));
+        }
     }
 }

@@ -20,3 +20,6 @@ delayd_core::conformance_tests_schedules!(
 delayd_core::conformance_tests_schedules_extended!(
     virtual_time | clock | async move { Arc::new(ModelBroker::with_clock(clock)) }
 );
+delayd_core::conformance_tests_flow!(
+    virtual_time | clock | async move { Arc::new(ModelBroker::with_clock(clock)) }
+);

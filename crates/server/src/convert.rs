@@ -14,10 +14,11 @@ use std::collections::BTreeMap;
 
 use axum::http::{HeaderName, HeaderValue};
 use delayd_api as api;
-use delayd_api::{EnqueueBody, PushBody, QueuePutBody, RetryBody};
+use delayd_api::{EnqueueBody, FlowBody, PushBody, QueuePutBody, RateBody, RetryBody};
+use delayd_core::flow::MAX_RATE_LIMIT;
 use delayd_core::{
-    Delivery, EnqueueOutcome, EnqueueRequest, Message, MessageId, PushConfig, QueueConfigPatch,
-    QueueInfo, RetryPolicy, Schedule,
+    Delivery, EnqueueOutcome, EnqueueRequest, FlowConfig, FlowKey, KeyInfo, Message, MessageId,
+    PushConfig, QueueConfigPatch, QueueInfo, Rate, RetryPolicy, Schedule,
 };
 
 use crate::error::ApiError;
@@ -68,8 +69,9 @@ pub fn enqueue_request(body: EnqueueBody, limits: &Limits) -> Result<EnqueueRequ
     let id = body.id.map(MessageId::new).transpose()?;
     let schedule = schedule(body.delay_ms, body.deliver_at, limits)?.unwrap_or_default();
     let headers = headers(body.headers)?;
+    let key = body.key.map(flow_key).transpose()?;
     Ok(EnqueueRequest {
-        key: None,
+        key,
         id,
         schedule,
         priority: body.priority,
@@ -78,6 +80,11 @@ pub fn enqueue_request(body: EnqueueBody, limits: &Limits) -> Result<EnqueueRequ
         max_attempts: body.max_attempts,
         lease_ms: None,
     })
+}
+
+/// A flow key from a body or a path: core's rule, whose error names `key`.
+pub fn flow_key(key: String) -> Result<FlowKey, ApiError> {
+    Ok(FlowKey::new(key)?)
 }
 
 fn payload_bytes(payload: api::Payload, max_payload: usize) -> Result<Vec<u8>, ApiError> {
@@ -151,8 +158,13 @@ pub fn queue_patch(
         Some(None) => Some(None),
         Some(Some(push)) => Some(Some(push_config(push, allow)?)),
     };
+    let flow = match body.flow {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(flow)) => Some(Some(flow_config(flow)?)),
+    };
     Ok(QueueConfigPatch {
-        flow: None,
+        flow,
         lease_ms: body.lease_ms,
         max_attempts: body.max_attempts,
         retry,
@@ -175,6 +187,48 @@ fn retry_policy(body: RetryBody) -> Result<RetryPolicy, ApiError> {
     }
     policy.validate()?;
     Ok(policy)
+}
+
+/// `flow` as a `PUT` gives it, with api.md's defaults for what it leaves
+/// out; core's `FlowConfig::validate` names the field of any other rule.
+fn flow_config(body: FlowBody) -> Result<FlowConfig, ApiError> {
+    let flow = FlowConfig {
+        rate: body
+            .rate
+            .map(|rate| rate_config(rate, "rate"))
+            .transpose()?,
+        key_rate: body
+            .key_rate
+            .map(|rate| rate_config(rate, "key_rate"))
+            .transpose()?,
+        concurrency: body.concurrency,
+        key_concurrency: body.key_concurrency,
+        ordered: body.ordered.unwrap_or(false),
+        max_deferrals: body
+            .max_deferrals
+            .unwrap_or(FlowConfig::DEFAULT_MAX_DEFERRALS),
+    };
+    flow.validate()?;
+    Ok(flow)
+}
+
+/// The wire's `limit` is wider than core's (so that any integer gets the
+/// range rule's message); narrowed here.
+fn rate_config(body: RateBody, field: &str) -> Result<Rate, ApiError> {
+    let limit = u32::try_from(body.limit)
+        .ok()
+        .filter(|&limit| limit <= MAX_RATE_LIMIT)
+        .ok_or_else(|| {
+            ApiError::invalid_argument(format!(
+                "flow.{field}.limit must be within 1..={MAX_RATE_LIMIT}, got {}",
+                body.limit
+            ))
+        })?;
+    Ok(Rate {
+        limit,
+        period_ms: body.period_ms,
+        burst: body.burst.unwrap_or(Rate::DEFAULT_BURST),
+    })
 }
 
 fn push_config(body: PushBody, allow: &PushPolicy) -> Result<PushConfig, ApiError> {
@@ -215,6 +269,7 @@ pub fn queue(info: QueueInfo) -> api::Queue {
                 multiplier: config.retry.multiplier,
             },
             push: config.push.map(push_view),
+            flow: config.flow.map(flow_view),
         },
         paused: info.paused,
         paused_until: info.paused_until.filter(|_| info.paused),
@@ -223,7 +278,39 @@ pub fn queue(info: QueueInfo) -> api::Queue {
             ready: info.stats.ready,
             leased: info.stats.leased,
             dead: info.stats.dead,
+            flow_keys: info.stats.flow_keys,
+            cooling_keys: info.stats.cooling_keys,
         },
+    }
+}
+
+fn flow_view(flow: FlowConfig) -> api::FlowView {
+    api::FlowView {
+        rate: flow.rate.map(rate_view),
+        key_rate: flow.key_rate.map(rate_view),
+        concurrency: flow.concurrency,
+        key_concurrency: flow.key_concurrency,
+        ordered: flow.ordered,
+        max_deferrals: flow.max_deferrals,
+    }
+}
+
+fn rate_view(rate: Rate) -> api::RateView {
+    api::RateView {
+        limit: u64::from(rate.limit),
+        period_ms: rate.period_ms,
+        burst: rate.burst,
+    }
+}
+
+pub fn key_info(info: KeyInfo) -> api::KeyInfo {
+    api::KeyInfo {
+        key: info.key.into(),
+        scheduled: info.scheduled,
+        ready: info.ready,
+        leased: info.leased,
+        dead: info.dead,
+        cooling_until: info.cooling_until,
     }
 }
 
@@ -259,6 +346,8 @@ pub fn message(message: Message) -> api::Message {
         headers: message.headers,
         payload: api::Payload::from_bytes(message.payload),
         enqueued_at: message.enqueued_at,
+        key: message.key.map(String::from),
+        deferrals: message.deferrals,
         max_attempts: message.max_attempts,
         lease_until: message.lease_until,
         died_at: message.died_at,
@@ -276,6 +365,7 @@ pub fn leased(delivery: Delivery) -> api::Leased {
         priority: delivery.priority,
         headers: delivery.headers,
         payload: api::Payload::from_bytes(delivery.payload),
+        key: delivery.key.map(String::from),
     }
 }
 
@@ -285,6 +375,27 @@ mod tests {
 
     /// The wire crate fills in api.md's retry defaults for fields a body
     /// leaves out; they must be core's defaults.
+    #[test]
+    fn wire_flow_defaults_are_core_defaults() {
+        assert_eq!(api::flow::DEFAULT_BURST, Rate::DEFAULT_BURST);
+        assert_eq!(
+            api::flow::DEFAULT_MAX_DEFERRALS,
+            FlowConfig::DEFAULT_MAX_DEFERRALS
+        );
+        let flow = flow_config(FlowBody::default()).unwrap();
+        assert_eq!(flow, FlowConfig::default());
+    }
+
+    #[test]
+    fn rate_limit_beyond_u32_names_the_field() {
+        let body = FlowBody {
+            key_rate: Some(RateBody::new(u64::from(u32::MAX) + 1, 1000)),
+            ..FlowBody::default()
+        };
+        let err = flow_config(body).unwrap_err();
+        assert!(err.body().error.message.contains("flow.key_rate.limit"));
+    }
+
     #[test]
     fn wire_retry_defaults_are_core_defaults() {
         let wire = RetryBody::default();

@@ -13,7 +13,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
-use delayd_core::{MessageId, QueueName};
+use delayd_core::{FlowKey, MessageId, QueueName};
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
@@ -84,6 +84,10 @@ pub struct QueuePath(pub QueueName);
 /// The `{queue}` and `{id}` path segments, validated.
 pub struct MessagePath(pub QueueName, pub MessageId);
 
+/// The `{queue}` and `{key}` path segments, validated. The key arrives
+/// percent-decoded (a `/` in a key is sent as `%2F`).
+pub struct KeyPath(pub QueueName, pub FlowKey);
+
 async fn path_params<S: Send + Sync>(
     parts: &mut Parts,
     state: &S,
@@ -120,6 +124,19 @@ impl<S: Send + Sync> FromRequestParts<S> for MessagePath {
             .get("id")
             .ok_or_else(|| ApiError::invalid_argument("missing message id in path"))?;
         Ok(MessagePath(queue, MessageId::new(raw.as_str())?))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for KeyPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let params = path_params(parts, state).await?;
+        let queue = queue_param(&params)?;
+        let raw = params
+            .get("key")
+            .ok_or_else(|| ApiError::invalid_argument("missing key in path"))?;
+        Ok(KeyPath(queue, crate::convert::flow_key(raw.clone())?))
     }
 }
 

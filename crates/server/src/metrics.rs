@@ -36,6 +36,9 @@ pub const HTTP_RESET_FLOODS_TOTAL: &str = "delayd_http_reset_floods_total";
 pub const QUEUE_MESSAGES: &str = "delayd_queue_messages";
 /// Gauge: 1 while the queue is paused. Label `queue`.
 pub const QUEUE_PAUSED: &str = "delayd_queue_paused";
+/// Gauge: flow keys whose state the broker keeps, per queue (refreshed at
+/// scrape from the queue's stats, like the two above). The name is core's.
+pub const FLOW_ACTIVE_KEYS: &str = delayd_core::metric::FLOW_ACTIVE_KEYS;
 /// Gauge, always 1: the version of the IANA time-zone database compiled
 /// into the binary (label `version`, e.g. `2025b`), which decides the fire
 /// times of cron schedules in a `tz`.
@@ -175,11 +178,13 @@ pub async fn refresh_queue_gauges(state: &crate::state::AppState) {
         );
         metrics::gauge!(QUEUE_PAUSED, "queue" => name.clone())
             .set(f64::from(u8::from(info.paused)));
+        metrics::gauge!(FLOW_ACTIVE_KEYS, "queue" => name.clone()).set(stats.flow_keys as f64);
         exported.insert(name);
     }
     for name in gone {
         set_queue(&name, 0, 0, 0, 0);
-        metrics::gauge!(QUEUE_PAUSED, "queue" => name).set(0.0);
+        metrics::gauge!(QUEUE_PAUSED, "queue" => name.clone()).set(0.0);
+        metrics::gauge!(FLOW_ACTIVE_KEYS, "queue" => name).set(0.0);
     }
 }
 

@@ -97,13 +97,14 @@ fn template(body: ScheduleMessageBody, limits: &Limits) -> Result<MessageTemplat
         priority: body.priority,
         headers: body.headers,
         max_attempts: body.max_attempts,
+        key: body.key,
     };
     let request = enqueue_request(as_enqueue, limits).map_err(|err| ApiError {
         message: format!("message: {}", err.message),
         ..err
     })?;
     Ok(MessageTemplate {
-        key: None,
+        key: request.key,
         payload: request.payload,
         priority: Some(request.priority.unwrap_or(DEFAULT_PRIORITY)),
         headers: request.headers,
@@ -146,6 +147,7 @@ pub fn schedule(record: ScheduleRecord) -> api::Schedule {
             priority: message.priority.unwrap_or(DEFAULT_PRIORITY),
             headers: message.headers,
             max_attempts: message.max_attempts,
+            key: message.key.map(String::from),
         },
         catchup: match definition.catchup {
             Catchup::Latest => "latest",

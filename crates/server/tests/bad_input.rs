@@ -940,6 +940,200 @@ async fn schedule_bad_input_names_the_field(broker: std::sync::Arc<dyn delayd_co
     s.stop().await.unwrap();
 }
 
+/// A flow control case: 400 `invalid_argument` whose message names `field`.
+struct FlowCase {
+    name: &'static str,
+    method: &'static str,
+    path: String,
+    body: Option<Value>,
+    field: &'static str,
+}
+
+fn flow_put(name: &'static str, flow: Value, field: &'static str) -> FlowCase {
+    FlowCase {
+        name,
+        method: "PUT",
+        path: "/v1/queues/q".into(),
+        body: Some(json!({ "flow": flow })),
+        field,
+    }
+}
+
+/// api.md's flow control 400 rules, each naming its field.
+fn flow_cases() -> Vec<FlowCase> {
+    let rate = |limit: u64, period_ms: u64| json!({"limit": limit, "period_ms": period_ms});
+    let long_key = "k".repeat(257);
+    let enqueue = |name, key: &str| FlowCase {
+        name,
+        method: "POST",
+        path: "/v1/queues/q/messages".into(),
+        body: Some(json!({"payload": "p", "key": key})),
+        field: "key",
+    };
+    let key_path = |name, key: &str| FlowCase {
+        name,
+        method: "GET",
+        path: format!("/v1/queues/q/keys/{key}"),
+        body: None,
+        field: "key",
+    };
+    vec![
+        flow_put(
+            "rate limit 0",
+            json!({"rate": rate(0, 1000)}),
+            "flow.rate.limit",
+        ),
+        flow_put(
+            "rate limit above 1000000",
+            json!({"rate": rate(1_000_001, 1000)}),
+            "flow.rate.limit",
+        ),
+        flow_put(
+            "rate limit beyond u32",
+            json!({"rate": rate(1 << 32, 1000)}),
+            "flow.rate.limit",
+        ),
+        flow_put(
+            "rate period_ms 0",
+            json!({"rate": rate(1, 0)}),
+            "flow.rate.period_ms",
+        ),
+        flow_put(
+            "rate period_ms above a day",
+            json!({"rate": rate(1, 86_400_001)}),
+            "flow.rate.period_ms",
+        ),
+        flow_put(
+            "rate burst 0",
+            json!({"rate": {"limit": 1, "period_ms": 1000, "burst": 0}}),
+            "flow.rate.burst",
+        ),
+        flow_put(
+            "key_rate limit 0",
+            json!({"key_rate": rate(0, 1000)}),
+            "flow.key_rate.limit",
+        ),
+        flow_put(
+            "key_rate period_ms above a day",
+            json!({"key_rate": rate(5, 86_400_001)}),
+            "flow.key_rate.period_ms",
+        ),
+        flow_put(
+            "key_rate burst 0",
+            json!({"key_rate": {"limit": 1, "period_ms": 1000, "burst": 0}}),
+            "flow.key_rate.burst",
+        ),
+        flow_put(
+            "concurrency 0",
+            json!({"concurrency": 0}),
+            "flow.concurrency",
+        ),
+        flow_put(
+            "key_concurrency 0",
+            json!({"key_concurrency": 0}),
+            "flow.key_concurrency",
+        ),
+        flow_put(
+            "max_deferrals above 10000",
+            json!({"max_deferrals": 10_001}),
+            "flow.max_deferrals",
+        ),
+        flow_put(
+            "ordered with key_concurrency 2",
+            json!({"ordered": true, "key_concurrency": 2}),
+            "flow.key_concurrency",
+        ),
+        flow_put(
+            "flow unknown field",
+            json!({"key_concurency": 2}),
+            "key_concurency",
+        ),
+        flow_put(
+            "rate unknown field",
+            json!({"rate": {"limit": 1, "period_ms": 1000, "brust": 2}}),
+            "brust",
+        ),
+        flow_put(
+            "rate without period_ms",
+            json!({"rate": {"limit": 1}}),
+            "period_ms",
+        ),
+        enqueue("enqueue empty key", ""),
+        enqueue("enqueue key over 256 bytes", &long_key),
+        enqueue("enqueue key with a control character", "a\u{7}b"),
+        FlowCase {
+            name: "schedule template key with a line break",
+            method: "PUT",
+            path: "/v1/queues/q/schedules/s".into(),
+            body: Some(json!({"every_ms": 1000, "message": {"payload": "p", "key": "a\nb"}})),
+            field: "key",
+        },
+        key_path("key path with a control character", "a%01b"),
+        key_path("key path over 256 bytes", &long_key),
+    ]
+}
+
+#[tokio::test]
+async fn flow_bad_input_names_the_field_model() {
+    flow_bad_input_names_the_field(common::model()).await;
+}
+
+#[tokio::test]
+async fn flow_bad_input_names_the_field_local() {
+    let (broker, _dir) = common::local_broker().await;
+    flow_bad_input_names_the_field(broker).await;
+}
+
+async fn flow_bad_input_names_the_field(broker: std::sync::Arc<dyn delayd_core::Broker>) {
+    let s = common::start(broker, ServerOptions::default()).await;
+    assert_eq!(s.call("PUT", "/v1/queues/q", None).await.status, 201);
+    let before = snapshot(&s).await;
+    let mut failures = Vec::new();
+    for c in flow_cases() {
+        let r = s.call(c.method, &c.path, c.body).await;
+        let message = r.body["error"]["message"].as_str().unwrap_or_default();
+        if (r.status, r.code()) != (400, "invalid_argument") || !message.contains(c.field) {
+            failures.push(format!(
+                "{}: got {} {}, want 400 invalid_argument naming {:?}",
+                c.name, r.status, r.body, c.field
+            ));
+        }
+        if snapshot(&s).await != before {
+            failures.push(format!("{}: changed the store", c.name));
+        }
+    }
+    // A batch answers a bad key in the item's own slot, naming it.
+    let r = s
+        .call(
+            "POST",
+            "/v1/queues/q/batch",
+            Some(json!({"messages": [{"payload": "p", "key": ""}]})),
+        )
+        .await;
+    let item = &r.body["results"][0]["error"];
+    if r.status != 200
+        || item["code"] != "invalid_argument"
+        || !item["message"].as_str().unwrap_or_default().contains("key")
+    {
+        failures.push(format!(
+            "batch item with an empty key: got {} {}",
+            r.status, r.body
+        ));
+    }
+    assert_eq!(
+        snapshot(&s).await,
+        before,
+        "a refused request changed the store"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    s.stop().await.unwrap();
+}
+
 #[tokio::test]
 async fn bad_input_is_refused_and_changes_nothing_model() {
     bad_input_is_refused_and_changes_nothing(common::model()).await;

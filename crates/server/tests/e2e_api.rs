@@ -37,7 +37,7 @@ async fn queues_crud(s: &Server) {
     assert_eq!(r.body["paused"], false);
     assert_eq!(
         r.body["stats"],
-        json!({"scheduled": 0, "ready": 0, "leased": 0, "dead": 0})
+        json!({"scheduled": 0, "ready": 0, "leased": 0, "dead": 0, "flow_keys": 0, "cooling_keys": 0})
     );
 
     // Merge: absent fields keep their value; retry is replaced whole.

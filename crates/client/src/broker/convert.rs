@@ -2,9 +2,9 @@
 //! and the mapping of API error codes back to `BrokerError` variants.
 
 use delayd_core::{
-    BrokerError, BrokerResult, Delivery, EnqueueOutcome, EnqueueRequest, LeaseId, Message,
-    MessageCounters, MessageId, MessageState, PushConfig, QueueConfig, QueueConfigPatch, QueueInfo,
-    QueueName, QueueStats, RetryPolicy, Schedule,
+    BrokerError, BrokerResult, Delivery, EnqueueOutcome, EnqueueRequest, FlowConfig, FlowKey,
+    KeyInfo, LeaseId, Message, MessageCounters, MessageId, MessageState, PushConfig, QueueConfig,
+    QueueConfigPatch, QueueInfo, QueueName, QueueStats, Rate, RetryPolicy, Schedule,
 };
 
 use crate::error::ClientError;
@@ -135,8 +135,8 @@ pub(super) fn decode_err(err: BrokerError) -> BrokerError {
 
 pub(super) fn to_message(view: wire::MessageView) -> BrokerResult<Message> {
     Ok(Message {
-        deferrals: 0,
-        key: None,
+        deferrals: view.deferrals,
+        key: view.key.map(to_key).transpose()?,
         queue: QueueName::new(view.queue).map_err(decode_err)?,
         id: MessageId::new(view.id).map_err(decode_err)?,
         seq: view.seq,
@@ -159,7 +159,7 @@ pub(super) fn to_message(view: wire::MessageView) -> BrokerResult<Message> {
 
 pub(super) fn to_delivery(queue: &QueueName, leased: wire::Leased) -> BrokerResult<Delivery> {
     Ok(Delivery {
-        key: None,
+        key: leased.key.map(to_key).transpose()?,
         queue: queue.clone(),
         id: MessageId::new(leased.id).map_err(decode_err)?,
         seq: leased.seq,
@@ -178,7 +178,7 @@ pub(super) fn to_queue_info(queue: wire::Queue) -> BrokerResult<QueueInfo> {
     Ok(QueueInfo {
         name: QueueName::new(queue.name).map_err(decode_err)?,
         config: QueueConfig {
-            flow: None,
+            flow: config.flow.map(to_flow_config).transpose()?,
             lease_ms: config.lease_ms,
             max_attempts: config.max_attempts,
             retry: RetryPolicy {
@@ -198,14 +198,70 @@ pub(super) fn to_queue_info(queue: wire::Queue) -> BrokerResult<QueueInfo> {
         paused: queue.paused,
         paused_until: queue.paused_until,
         stats: QueueStats {
-            cooling_keys: 0,
-            flow_keys: 0,
+            cooling_keys: queue.stats.cooling_keys,
+            flow_keys: queue.stats.flow_keys,
             scheduled: queue.stats.scheduled,
             ready: queue.stats.ready,
             leased: queue.stats.leased,
             dead: queue.stats.dead,
             ready_urgent: 0,
         },
+    })
+}
+
+/// A key the server sent back; one that breaks the key rule means the
+/// answer is not to be trusted.
+pub(super) fn to_key(key: String) -> BrokerResult<FlowKey> {
+    FlowKey::new(key).map_err(decode_err)
+}
+
+fn to_flow_config(flow: wire::FlowView) -> BrokerResult<FlowConfig> {
+    Ok(FlowConfig {
+        rate: flow.rate.map(to_rate).transpose()?,
+        key_rate: flow.key_rate.map(to_rate).transpose()?,
+        concurrency: flow.concurrency,
+        key_concurrency: flow.key_concurrency,
+        ordered: flow.ordered,
+        max_deferrals: flow.max_deferrals,
+    })
+}
+
+fn to_rate(rate: wire::RateView) -> BrokerResult<Rate> {
+    let limit = u32::try_from(rate.limit).map_err(|_| {
+        BrokerError::unavailable(format!("server sent a rate limit of {}", rate.limit))
+    })?;
+    Ok(Rate {
+        limit,
+        period_ms: rate.period_ms,
+        burst: rate.burst,
+    })
+}
+
+/// Every field spelled out, so the server's defaults never apply.
+fn to_flow_spec(flow: FlowConfig) -> wire::FlowSpec {
+    let rate = |rate: Rate| wire::RateSpec {
+        limit: u64::from(rate.limit),
+        period_ms: rate.period_ms,
+        burst: Some(rate.burst),
+    };
+    wire::FlowSpec {
+        rate: flow.rate.map(rate),
+        key_rate: flow.key_rate.map(rate),
+        concurrency: flow.concurrency,
+        key_concurrency: flow.key_concurrency,
+        ordered: Some(flow.ordered),
+        max_deferrals: Some(flow.max_deferrals),
+    }
+}
+
+pub(super) fn to_key_info(info: wire::KeyInfo) -> BrokerResult<KeyInfo> {
+    Ok(KeyInfo {
+        key: to_key(info.key)?,
+        scheduled: info.scheduled,
+        ready: info.ready,
+        leased: info.leased,
+        dead: info.dead,
+        cooling_until: info.cooling_until,
     })
 }
 
@@ -227,6 +283,7 @@ pub(super) fn to_put_body(patch: QueueConfigPatch) -> wire::QueuePut {
                 headers: (!push.headers.is_empty()).then_some(push.headers),
             })
         }),
+        flow: patch.flow.map(|flow| flow.map(to_flow_spec)),
     }
 }
 
@@ -243,6 +300,7 @@ pub(super) fn to_new_message(request: EnqueueRequest) -> BrokerResult<NewMessage
         priority: request.priority,
         headers: request.headers,
         max_attempts: request.max_attempts,
+        key: request.key.map(String::from),
     })
 }
 

@@ -2,10 +2,11 @@
 //! conformance suite can hold the whole stack (server, wire, broker) to the
 //! same rules as a broker called directly.
 //!
-//! api.md exposes only part of the trait. The rest (`get_by_seq`,
-//! `lease_message`, `bury`, multi-queue leases, timed pauses, listing states
-//! other than `dead`, `Redrive::Oldest`, per-message `lease_ms`, nack with a
-//! priority or that may not kill) answers
+//! api.md exposes only part of the trait (listing states other than `dead`
+//! goes through the dashboard's listing). The rest (`get_by_seq`,
+//! `lease_message`, `bury`, multi-queue leases, timed pauses,
+//! `Redrive::Oldest`, per-message `lease_ms`, nack with a priority or that
+//! may not kill) answers
 //! `InvalidArgument("not available over HTTP: ...")`.
 //!
 //! Enqueue without auto-create is emulated by checking that the queue
@@ -21,9 +22,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use delayd_core::{
     Broker, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest,
-    LeaseId, LeaseRequest, ListQuery, Message, MessageId, MessageState, Nack, QueueConfigPatch,
-    QueueInfo, QueueName, Redrive, Reschedule, Schedule, ScheduleDefinition, ScheduleId,
-    ScheduleRecord, Upsert,
+    FlowKey, KeyInfo, LeaseId, LeaseRequest, ListQuery, Message, MessageId, MessageState, Nack,
+    QueueConfigPatch, QueueInfo, QueueName, Redrive, Reschedule, Schedule, ScheduleDefinition,
+    ScheduleId, ScheduleRecord, Upsert,
 };
 
 use crate::client::Client;
@@ -33,8 +34,8 @@ mod convert;
 mod schedules;
 
 use convert::{
-    not_available, schedule_fields, to_delivery, to_message, to_new_message, to_outcome,
-    to_put_body, to_queue_info, wire_error, Subject,
+    not_available, schedule_fields, to_delivery, to_key_info, to_message, to_new_message,
+    to_outcome, to_put_body, to_queue_info, wire_error, Subject,
 };
 
 /// api.md's maximum batch size; bigger enqueues are split.
@@ -233,16 +234,23 @@ impl Broker for HttpBroker {
         to_message(view.map_err(|err| Subject::message(queue, id).map(err))?)
     }
 
+    /// Dead messages through the dead-letter route, the other states
+    /// through the dashboard's listing (same order and paging).
     async fn list(&self, queue: &QueueName, query: ListQuery) -> BrokerResult<Vec<Message>> {
-        if query.state != MessageState::Dead {
-            return Err(not_available("listing messages that are not dead"));
-        }
         let after = query.after.as_ref().map(MessageId::as_str);
-        let views = self
-            .client
-            .dead(queue.as_str(), Some(query.limit), after)
-            .await
-            .map_err(|err| Subject::queue(queue).map(err))?;
+        let views = match query.state {
+            MessageState::Dead => {
+                self.client
+                    .dead(queue.as_str(), Some(query.limit), after)
+                    .await
+            }
+            state => {
+                self.client
+                    .list_messages(queue.as_str(), state.as_str(), Some(query.limit), after)
+                    .await
+            }
+        };
+        let views = views.map_err(|err| Subject::queue(queue).map(err))?;
         views.into_iter().map(to_message).collect()
     }
 
@@ -323,10 +331,16 @@ impl Broker for HttpBroker {
         if nack.priority.is_some() || !nack.may_die {
             return Err(not_available("nack with a priority or without dying"));
         }
-        let done = self
-            .client
-            .nack(queue.as_str(), id.as_str(), lease.as_str(), nack.delay_ms)
-            .await;
+        let (queue_name, id_str, lease_str) = (queue.as_str(), id.as_str(), lease.as_str());
+        let done = if nack.defer {
+            self.client
+                .defer(queue_name, id_str, lease_str, nack.delay_ms)
+                .await
+        } else {
+            self.client
+                .nack(queue_name, id_str, lease_str, nack.delay_ms)
+                .await
+        };
         done.map_err(|err| Subject::lease(queue, id, lease).map(err))
     }
 
@@ -407,16 +421,9 @@ impl Broker for HttpBroker {
         schedules::trigger(&self.client, queue, id).await
     }
 
-    async fn key_info(
-        &self,
-        queue: &delayd_core::QueueName,
-        key: &delayd_core::FlowKey,
-    ) -> delayd_core::BrokerResult<delayd_core::KeyInfo> {
-        // FLOW-WIP: replaced by the backend's own before landing.
-        let _ = (queue, key);
-        Err(delayd_core::BrokerError::unavailable(
-            "flow keys: not built yet",
-        ))
+    async fn key_info(&self, queue: &QueueName, key: &FlowKey) -> BrokerResult<KeyInfo> {
+        let info = self.client.key_info(queue.as_str(), key.as_str()).await;
+        to_key_info(info.map_err(|err| Subject::queue(queue).map(err))?)
     }
 
     async fn ready(&self) -> BrokerResult<()> {

@@ -8,7 +8,7 @@ use delayd_core::{
     QueueName, Recurrence, ScheduleDefinition, ScheduleId, ScheduleRecord, Upsert,
 };
 
-use super::convert::{decode_err, to_outcome, Subject};
+use super::convert::{decode_err, to_key, to_outcome, Subject};
 use crate::client::Client;
 use crate::error::ClientError;
 use crate::wire::Payload;
@@ -107,6 +107,7 @@ fn to_put_body(definition: ScheduleDefinition) -> SchedulePutBody {
         priority: template.priority,
         headers: template.headers,
         max_attempts: template.max_attempts,
+        key: template.key.map(String::from),
     };
     let (cron, tz, every_ms) = match definition.recurrence {
         Recurrence::Cron { expr, tz } => (Some(expr), Some(tz), None),
@@ -163,7 +164,7 @@ fn to_record(schedule: Schedule) -> BrokerResult<ScheduleRecord> {
             end_at: schedule.end_at,
             max_fires: schedule.max_fires,
             message: MessageTemplate {
-                key: None,
+                key: message.key.map(to_key).transpose()?,
                 payload: message.payload.into_bytes(),
                 priority: Some(message.priority),
                 headers: message.headers,

@@ -14,7 +14,8 @@
 //! - the macros [`conformance_tests!`](crate::conformance_tests),
 //!   [`conformance_tests_extended!`](crate::conformance_tests_extended),
 //!   [`conformance_tests_schedules!`](crate::conformance_tests_schedules)
-//!   and [`conformance_tests_schedules_extended!`](crate::conformance_tests_schedules_extended),
+//!   [`conformance_tests_schedules_extended!`](crate::conformance_tests_schedules_extended)
+//!   and [`conformance_tests_flow!`](crate::conformance_tests_flow),
 //!   which expand to one `#[test]` per case.
 //!
 //! ```text
@@ -229,5 +230,32 @@ macro_rules! conformance_tests_schedules_extended {
     };
     ($factory:expr) => {
         $crate::conformance_tests_schedules_extended!(@cases ($factory));
+    };
+}
+
+/// One test per rule of flow control (api.md, "Flow control"), run against
+/// `$factory` like [`conformance_tests!`](crate::conformance_tests). Every
+/// case goes through the trait's HTTP-visible calls, so the HTTP runs use
+/// it too.
+#[macro_export]
+macro_rules! conformance_tests_flow {
+    (@cases ($($how:tt)+)) => {
+        $crate::__conformance_cases!($($how)+;
+            flow_rate_bound,
+            flow_concurrency_per_queue_and_key,
+            flow_ordered_holds_behind_nack,
+            flow_ordered_holds_behind_expired_lease,
+            flow_defer_by_nack,
+            flow_max_deferrals_dead,
+            flow_limits_changed_while_waiting,
+            flow_key_state_forgotten,
+            flow_schedule_template_key,
+        );
+    };
+    (virtual_time |$clock:ident| $factory:expr) => {
+        $crate::conformance_tests_flow!(@cases (virtual_time |$clock| $factory));
+    };
+    ($factory:expr) => {
+        $crate::conformance_tests_flow!(@cases ($factory));
     };
 }

@@ -228,7 +228,10 @@ impl Broker for ModelBroker {
     async fn cancel(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<()> {
         let (mut state, _) = self.open()?;
         match state.messages.remove(&(queue.clone(), id.clone())) {
-            Some(_) => Ok(()),
+            Some(_) => {
+                self.changed.notify_waiters();
+                Ok(())
+            }
             None => Err(state::not_found(queue, id)),
         }
     }
@@ -341,6 +344,9 @@ impl Broker for ModelBroker {
         let (mut state, _) = self.open()?;
         state.leased_mut(queue, id, lease)?;
         state.messages.remove(&(queue.clone(), id.clone()));
+        // A freed flow slot (or an ordered key's holder gone) may let a
+        // held message out.
+        self.changed.notify_waiters();
         Ok(())
     }
 
@@ -394,6 +400,7 @@ impl Broker for ModelBroker {
             stored.msg.priority = priority;
         }
         state::kill(&mut stored.msg, now);
+        self.changed.notify_waiters();
         Ok(())
     }
 

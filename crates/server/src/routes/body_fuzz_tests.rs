@@ -342,7 +342,8 @@ fn request(case: &Fuzzed) -> Option<Request<Body>> {
     let mut uri = route
         .path
         .replace("{queue}", &case.queue)
-        .replace("{id}", &case.id);
+        .replace("{id}", &case.id)
+        .replace("{key}", &case.id);
     if !case.query.is_empty() {
         uri = format!("{uri}?{}", case.query);
     }

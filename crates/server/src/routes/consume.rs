@@ -153,7 +153,8 @@ pub async fn ack_many(
     params(("queue" = String, Path, description = "Queue name"),
         ("id" = String, Path, description = "Message id")),
     request_body = NackBody,
-    responses((status = 204, description = "Scheduled again, or dead when out of attempts"),
+    responses((status = 204, description = "Scheduled again, or dead when out of attempts; with `defer: true` (queues with `flow` only) deferred: the attempt is given back and the key cools down"),
+        (status = 400, body = ErrorBody, description = "`defer: true` on a queue without `flow`"),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn nack(
     State(state): State<AppState>,
@@ -163,8 +164,11 @@ pub async fn nack(
     if let Some(delay) = body.delay_ms {
         check_delay(delay, state.options.max_delay_ms)?;
     }
+    // On a queue without `flow`, `defer: true` is refused by the broker
+    // (400): only it knows the queue's config at the moment of the nack.
     let nack = Nack {
         delay_ms: body.delay_ms,
+        defer: body.defer,
         ..Nack::default()
     };
     state

@@ -8,6 +8,7 @@
 mod consume;
 mod dashboard;
 mod dead;
+mod keys;
 mod messages;
 mod ops;
 mod queues;
@@ -135,6 +136,7 @@ pub fn api_routes() -> Vec<ApiRoute> {
             "/v1/queues/{queue}/messages/{id}/extend",
             consume::extend,
         ),
+        ApiRoute::new(Get, "/v1/queues/{queue}/keys/{key}", keys::key_info),
         ApiRoute::new(Get, "/v1/queues/{queue}/dead", dead::list_dead),
         ApiRoute::new(Post, "/v1/queues/{queue}/dead/redrive", dead::redrive),
         ApiRoute::new(Get, MESSAGES, dashboard::list_messages),
@@ -189,6 +191,7 @@ pub fn router() -> Router<AppState> {
         messages::enqueue, messages::batch, messages::get_message, messages::cancel,
         messages::reschedule,
         consume::lease, consume::ack, consume::ack_many, consume::nack, consume::extend,
+        keys::key_info,
         dead::list_dead, dead::redrive,
         dashboard::histogram, dashboard::list_messages,
         schedules::put_schedule, schedules::get_schedule, schedules::list_schedules,
@@ -200,6 +203,7 @@ pub fn router() -> Router<AppState> {
         ErrorBody, ErrorDetail,
         wire::QueuePutBody, wire::RetryBody, wire::PushBody, wire::Queue,
         wire::QueueConfig, wire::RetryPolicy, wire::PushView, wire::QueueStats, wire::QueueList,
+        wire::FlowBody, wire::RateBody, wire::FlowView, wire::RateView, wire::KeyInfo,
         wire::EnqueueBody, wire::Payload, wire::BatchBody, wire::Enqueued, wire::BatchItemResult,
         wire::BatchResults, wire::PatchBody, wire::Message, wire::MessageList,
         wire::LeaseBody, wire::Leased, wire::LeasedList, wire::AckBody, wire::AcksBody,

@@ -83,7 +83,10 @@ async fn served_document_describes_exactly_the_route_table() {
 
 /// A path template with its parameters filled in.
 fn concrete(template: &str) -> String {
-    template.replace("{queue}", "q").replace("{id}", "m")
+    template
+        .replace("{queue}", "q")
+        .replace("{id}", "m")
+        .replace("{key}", "k")
 }
 
 #[tokio::test]

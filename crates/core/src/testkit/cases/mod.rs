@@ -11,6 +11,7 @@
 mod consuming;
 mod dead;
 mod extended;
+mod flow;
 mod ids;
 mod lifecycle;
 mod queues;
@@ -22,6 +23,7 @@ mod scheduling;
 pub use consuming::*;
 pub use dead::*;
 pub use extended::*;
+pub use flow::*;
 pub use ids::*;
 pub use lifecycle::*;
 pub use queues::*;
