@@ -1,6 +1,6 @@
 //! Operator subcommands: dead letters (dead, redrive), pausing (pause,
 //! resume), moving a message in time (reschedule), queue configuration
-//! (queue show/list/set) and deleting a queue. Each is one HTTP call of
+//! (queue show/list/set, its flow options in `flow`) and deleting a queue. Each is one HTTP call of
 //! api.md through `delayd-client` (queue set may read the queue first), and
 //! prints text, or with `--json` the API's JSON object.
 
@@ -43,7 +43,9 @@ pub enum QueueCommand {
     /// List queues with their message counts (same as `queues`).
     List(commands::QueuesArgs),
     /// Create a queue or change its config; absent options keep their value.
-    Set(QueueSetArgs),
+    // Boxed: its options (retry, push, flow) make it far larger than the
+    // other subcommands' arguments.
+    Set(Box<QueueSetArgs>),
 }
 
 pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
@@ -55,7 +57,7 @@ pub async fn run(command: AdminCommand) -> anyhow::Result<()> {
         AdminCommand::Reschedule(args) => reschedule(args).await,
         AdminCommand::Queue(QueueCommand::Show(args)) => commands::stats(args).await,
         AdminCommand::Queue(QueueCommand::List(args)) => commands::queues(args).await,
-        AdminCommand::Queue(QueueCommand::Set(args)) => queue_set(args).await,
+        AdminCommand::Queue(QueueCommand::Set(args)) => queue_set(*args).await,
         AdminCommand::DeleteQueue(args) => delete_queue(args).await,
     }
 }
@@ -226,6 +228,8 @@ pub struct QueueSetArgs {
     /// Remove the push target: consumers lease instead.
     #[arg(long)]
     no_push: bool,
+    #[command(flatten)]
+    flow: crate::flow::FlowArgs,
 }
 
 async fn queue_set(args: QueueSetArgs) -> anyhow::Result<()> {
@@ -235,6 +239,7 @@ async fn queue_set(args: QueueSetArgs) -> anyhow::Result<()> {
         max_attempts: args.max_attempts,
         retry: retry_change(&client, &args).await?,
         push: push_change(&args),
+        flow: crate::flow::flow_change(&client, &args.queue, &args.flow).await?,
     };
     let done = client.put_queue(&args.queue, &body).await?;
     if args.conn.json {

@@ -35,6 +35,10 @@ pub struct PutArgs {
     /// A message header, `name=value` (repeatable).
     #[arg(long = "header", value_parser = parse_header)]
     headers: Vec<(String, String)>,
+    /// The message's flow key (a tenant, a customer...): the queue's
+    /// per-key limits apply to it (docs/flow.md).
+    #[arg(long)]
+    key: Option<String>,
     /// The payload; `-` or absent reads stdin (when it is not a terminal).
     data: Option<String>,
 }
@@ -76,6 +80,7 @@ pub async fn put(args: PutArgs) -> anyhow::Result<()> {
     message.deliver_at = args.at;
     message.priority = args.priority;
     message.headers = args.headers.into_iter().collect();
+    message.key = args.key;
     let done = client.enqueue(&args.queue, &message).await?;
     if args.conn.json {
         print_json(&done)?;
@@ -149,8 +154,12 @@ pub async fn get(args: GetArgs) -> anyhow::Result<()> {
 }
 
 fn print_delivery(message: &Leased) -> anyhow::Result<()> {
+    let key = message
+        .key
+        .as_deref()
+        .map_or_else(String::new, |key| format!("  key {key}"));
     outln!(
-        "id {}  lease_id {}  attempt {}  deliver_at {}",
+        "id {}  lease_id {}  attempt {}  deliver_at {}{key}",
         message.id,
         message.lease_id,
         message.attempt,
@@ -233,11 +242,22 @@ pub struct NackArgs {
     /// Deliver again after this long (default: the queue's retry backoff).
     #[arg(long, value_parser = parse_duration)]
     delay: Option<Duration>,
+    /// Defer instead of failing (queues with flow control): the delivery
+    /// is not an attempt, and the message's key cools down until it is due
+    /// again.
+    #[arg(long)]
+    defer: bool,
 }
 
 pub async fn nack(args: NackArgs) -> anyhow::Result<()> {
     let client = args.conn.client()?;
     let delay = args.delay.map(millis);
+    if args.defer {
+        client
+            .defer(&args.queue, &args.id, &args.lease_id, delay)
+            .await?;
+        return report_done(&args.conn, "deferred", &args.id);
+    }
     client
         .nack(&args.queue, &args.id, &args.lease_id, delay)
         .await?;
@@ -378,7 +398,7 @@ pub fn print_queue(queue: &Queue) -> anyhow::Result<()> {
             }
         )?;
     }
-    Ok(())
+    crate::flow::print_flow(c.flow.as_ref(), &s)
 }
 
 /// Epoch ms as RFC 3339 UTC with milliseconds.

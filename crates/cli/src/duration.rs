@@ -51,6 +51,44 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| "size too large".to_owned())
 }
 
+/// A rate as `--rate` takes it: `limit` per `period_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    pub limit: u64,
+    pub period_ms: u64,
+}
+
+/// `LIMIT/PERIOD`: `50/1s`, `600/1m`, `5/250ms`; a period without a number
+/// means one of its unit (`50/s`). The period goes through
+/// [`parse_duration`] and must be whole milliseconds, at least one. The
+/// ranges (`limit` 1..=1000000, `period_ms` up to a day) are the server's
+/// to check, so its message names the field.
+pub fn parse_rate(text: &str) -> Result<Rate, String> {
+    let (limit, period) = text
+        .trim()
+        .split_once('/')
+        .ok_or_else(|| format!("invalid rate {text:?}: expected LIMIT/PERIOD, e.g. 50/1s"))?;
+    let limit: u64 = limit.trim().parse().map_err(|_| {
+        format!("invalid rate {text:?}: the limit must be a whole number, e.g. 50/1s")
+    })?;
+    let period = period.trim();
+    let period = if period.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        parse_duration(&format!("1{period}"))
+    } else {
+        parse_duration(period)
+    }
+    .map_err(|err| format!("invalid rate {text:?}: {err}"))?;
+    if period.is_zero() || period.subsec_nanos() % 1_000_000 != 0 {
+        return Err(format!(
+            "invalid rate {text:?}: the period must be whole milliseconds, at least 1ms"
+        ));
+    }
+    Ok(Rate {
+        limit,
+        period_ms: millis(period),
+    })
+}
+
 /// A duration as whole milliseconds (saturating: nobody waits 584 million years).
 pub fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
@@ -112,6 +150,23 @@ mod tests {
         assert!(parse_size("-1").is_err());
         assert!(parse_size("99999999999999GiB").is_err());
         assert!(parse_size("12 parsecs").unwrap_err().contains("unit"));
+    }
+
+    #[test]
+    fn rates() {
+        let rate = |limit, period_ms| Ok(Rate { limit, period_ms });
+        assert_eq!(parse_rate("50/1s"), rate(50, 1000));
+        assert_eq!(parse_rate("50/s"), rate(50, 1000));
+        assert_eq!(parse_rate("600/1m"), rate(600, 60_000));
+        assert_eq!(parse_rate(" 5 / 250ms "), rate(5, 250));
+        assert_eq!(parse_rate("1/1d"), rate(1, 86_400_000));
+        assert!(parse_rate("50").unwrap_err().contains("LIMIT/PERIOD"));
+        assert!(parse_rate("50/1").unwrap_err().contains("needs a unit"));
+        assert!(parse_rate("x/1s").unwrap_err().contains("whole number"));
+        assert!(parse_rate("5/0s").unwrap_err().contains("at least 1ms"));
+        assert!(parse_rate("5/1500us")
+            .unwrap_err()
+            .contains("whole milliseconds"));
     }
 
     #[test]

@@ -8,6 +8,9 @@
 //!   nack, cancel, queues, stats).
 //! - `admin`: operator subcommands (dead, redrive, pause, resume,
 //!   reschedule, queue show/list/set, delete-queue).
+//! - `flow`: flow control: `queue set`'s flow options (merged into the
+//!   queue's current `flow`), `delayd key QUEUE KEY`, and the flow lines of
+//!   `stats`.
 //! - `schedule`: `delayd schedule put|get|list|delete|pause|resume|trigger|
 //!   preview`, recurring schedules.
 //! - `check`: `delayd check --data DIR`, the LocalBroker store's damage
@@ -39,6 +42,7 @@ mod completions;
 mod config;
 mod duration;
 mod fd_limit;
+mod flow;
 mod fsync_bench;
 mod logging;
 mod output;
@@ -149,6 +153,8 @@ enum Command {
     Queues(commands::QueuesArgs),
     /// Show one queue: config, pause state and counts.
     Stats(commands::StatsArgs),
+    /// Show a flow key: its live messages by state and its cooldown.
+    Key(flow::KeyArgs),
     /// Load-test a running server and report lateness, losses, duplicates.
     Bench(bench::BenchArgs),
     /// Measure the disk's own fsync (append, sparse, fallocate,
@@ -180,6 +186,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Cancel(args) => commands::cancel(args).await,
         Command::Queues(args) => commands::queues(args).await,
         Command::Stats(args) => commands::stats(args).await,
+        Command::Key(args) => flow::key(args).await,
         Command::Bench(args) => bench::run(args).await,
         Command::FsyncBench(args) => fsync_bench::run(args).await,
         Command::Admin(command) => admin::run(command).await,

@@ -288,6 +288,7 @@ async fn redis_three_nodes_kill() {
                     multiplier: 2.0,
                 }),
                 push: None,
+                flow: None,
             },
         )
         .await

@@ -80,6 +80,8 @@ export const message = (name, id) => api('GET', `/v1/queues/${seg(name)}/message
 export const cancel = (name, id) => api('DELETE', `/v1/queues/${seg(name)}/messages/${seg(id)}`);
 export const reschedule = (name, id, delayMs) =>
   api('PATCH', `/v1/queues/${seg(name)}/messages/${seg(id)}`, { delay_ms: delayMs });
+// A flow key's live messages by state and its cool-down (api.md, "Flow control").
+export const key = (name, flowKey) => api('GET', `/v1/queues/${seg(name)}/keys/${seg(flowKey)}`);
 export const redrive = (name, ids) =>
   api('POST', `/v1/queues/${seg(name)}/dead/redrive`, ids ? { ids } : {});
 

@@ -6,6 +6,7 @@ import * as api from './api.js';
 import { h, route, fmtCount, fmtTime, fmtRelative, preview, notify, runAction, replace } from './dom.js';
 import { dueHistogram } from './charts.js';
 import { schedulesCard } from './schedules.js';
+import { flowCard } from './flow.js';
 
 const REFRESH_MS = 5000;
 const PAGE = 50;
@@ -35,10 +36,12 @@ export function render(main, { queue }, ctx) {
     chart: h('section', { class: 'card chart' }),
     lists: h('section', { class: 'card lists' }),
     schedules: schedulesCard(queue),
+    flow: flowCard(queue),
   };
   main.append(
     h('p', { class: 'crumbs' }, h('a', { href: '#/', text: 'Queues' }), ' / ', queue),
     view.header,
+    view.flow.card,
     view.schedules.card,
     view.chart,
     view.lists,
@@ -67,6 +70,7 @@ async function refreshHeader(view) {
     replace(view.header, h('p', { class: 'error', text: err.message }));
     return;
   }
+  view.flow.show(info);
   const counts = h(
     'dl',
     { class: 'counts' },

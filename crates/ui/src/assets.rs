@@ -53,6 +53,7 @@ pub const ASSETS: &[Asset] = &[
     asset!("overview.js", JS),
     asset!("queue.js", JS),
     asset!("schedules.js", JS),
+    asset!("flow.js", JS),
     asset!("message.js", JS),
 ];
 

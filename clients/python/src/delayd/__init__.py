@@ -16,7 +16,7 @@
   against the server's OpenAPI document by the tests).
 - ``models``: wire types (dataclasses); ``errors``: one exception per code.
 - ``worker`` / ``aio_worker``: ``consume()`` and ``work()`` with lease
-  extension, ack/nack and graceful stop.
+  extension, ack/nack, deferral (:class:`Defer`) and graceful stop.
 - ``push``: ``delayd-signature`` verification for push receivers.
 """
 
@@ -45,19 +45,22 @@ from .errors import (
 from .models import (
     AckResult,
     EnqueueResult,
+    Flow,
     Histogram,
+    KeyInfo,
     LeasedMessage,
     Message,
     Push,
     QueueConfig,
     QueueInfo,
     QueueStats,
+    Rate,
     Retry,
     Schedule,
     ScheduleMessage,
 )
 from .push import PushDelivery, SignatureError, verify
-from .worker import Consumer, Delivery
+from .worker import Consumer, Defer, Delivery
 
 __all__ = [
     "AckResult",
@@ -68,14 +71,17 @@ __all__ = [
     "Client",
     "Consumer",
     "DelaydError",
+    "Defer",
     "Delivery",
     "EnqueueItem",
     "EnqueueResult",
+    "Flow",
     "Histogram",
     "InsufficientStorage",
     "InvalidArgument",
     "InvalidJson",
     "InvalidState",
+    "KeyInfo",
     "LeaseMismatch",
     "LeasedMessage",
     "Message",
@@ -92,6 +98,7 @@ __all__ = [
     "QueueInfo",
     "QueueNotFound",
     "QueueStats",
+    "Rate",
     "Retry",
     "RetryPolicy",
     "Schedule",

@@ -113,8 +113,11 @@ def put_queue(
     max_attempts: Optional[int] = None,
     retry: Optional[m.Retry] = None,
     push: Any = _UNSET,
+    flow: Any = _UNSET,
 ) -> Call[m.QueueInfo]:
-    """``push``: a :class:`PushConfig`, or ``None`` to remove push (left out: unchanged)."""
+    """``push``: a :class:`PushConfig`, or ``None`` to remove push; ``flow``:
+    a :class:`Flow` (replaces the queue's whole flow config), or ``None`` to
+    remove flow control (either left out: unchanged)."""
     route = ROUTES["put_queue"]
     body = route.body(lease_ms=to_ms(lease), max_attempts=max_attempts)
     assert body is not None
@@ -124,6 +127,8 @@ def put_queue(
         )
     if push is not _UNSET:
         body["push"] = None if push is None else route.check_nested("push", push.to_json())
+    if flow is not _UNSET:
+        body["flow"] = None if flow is None else route.check_nested("flow", flow.to_json())
     return call("put_queue", _queue_info, path={"queue": queue}, body=body)
 
 
@@ -175,6 +180,8 @@ class EnqueueItem:
     priority: Optional[int] = None
     headers: Optional[Mapping[str, str]] = None
     max_attempts: Optional[int] = None
+    key: Optional[str] = None
+    """The flow key (queues with ``flow``: limits per key, deferral cools the key)."""
 
     def to_json(self) -> Dict[str, Any]:
         if self.delay is not None and self.deliver_at is not None:
@@ -186,6 +193,7 @@ class EnqueueItem:
             priority=self.priority,
             headers=dict(self.headers) if self.headers is not None else None,
             max_attempts=self.max_attempts,
+            key=self.key,
         )
         assert body is not None
         body.update(m.payload_fields(self.payload))
@@ -287,8 +295,10 @@ def ack_many(queue: str, acks: Sequence[Any]) -> Call[List[m.AckResult]]:
     )
 
 
-def nack(queue: str, id: str, lease_id: str, delay: Optional[Duration]) -> Call[None]:
-    body = ROUTES["nack"].body(lease_id=lease_id, delay_ms=to_ms(delay))
+def nack(queue: str, id: str, lease_id: str, delay: Optional[Duration], defer: bool = False) -> Call[None]:
+    # `defer` is sent only when set: a server without flow control refuses
+    # fields it does not know.
+    body = ROUTES["nack"].body(lease_id=lease_id, delay_ms=to_ms(delay), defer=True if defer else None)
     return call("nack", _none, path={"queue": queue, "id": id}, body=body)
 
 
@@ -304,6 +314,10 @@ def list_dead(queue: str, limit: Optional[int], after: Optional[str]) -> Call[Li
 def redrive(queue: str, ids: Optional[Sequence[str]]) -> Call[int]:
     body = ROUTES["redrive"].body(ids=list(ids) if ids is not None else None)
     return call("redrive", lambda r: int(r.json()["redriven"]), path={"queue": queue}, body=body)
+
+
+def get_key(queue: str, key: str) -> Call[m.KeyInfo]:
+    return call("get_key", lambda r: m.KeyInfo.from_json(r.json()), path={"queue": queue, "key": key})
 
 
 def _query(values: Mapping[str, Any]) -> Dict[str, Any]:
@@ -331,6 +345,7 @@ def put_schedule(
     priority: Optional[int] = None,
     headers: Optional[Mapping[str, str]] = None,
     max_attempts: Optional[int] = None,
+    key: Optional[str] = None,
     catchup: Optional[str] = None,
     catchup_window: Optional[Duration] = None,
     overlap: Optional[str] = None,
@@ -339,12 +354,13 @@ def put_schedule(
 ) -> Call[m.Schedule]:
     route = ROUTES["put_schedule"]
     message: Optional[Dict[str, Any]] = None
-    if payload is not None or priority is not None or headers or max_attempts is not None:
+    if payload is not None or priority is not None or headers or max_attempts is not None or key is not None:
         # Without a `message` the server fires an empty payload.
         fields: Dict[str, Any] = {
             "priority": priority,
             "headers": dict(headers) if headers else None,
             "max_attempts": max_attempts,
+            "key": key,
         }
         fields.update(m.payload_fields("" if payload is None else payload))
         message = route.check_nested("message", fields)

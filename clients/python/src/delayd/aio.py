@@ -147,10 +147,15 @@ class AsyncQueue:
         max_attempts: Optional[int] = None,
         retry: Optional[m.Retry] = None,
         push: Any = ops._UNSET,
+        flow: Any = ops._UNSET,
     ) -> m.QueueInfo:
         """Creates the queue or merges these settings into it. ``push``: a
-        :class:`PushConfig`, or ``None`` to turn push off."""
-        return await self._run(ops.put_queue(self.name, lease=lease, max_attempts=max_attempts, retry=retry, push=push))
+        :class:`PushConfig`, or ``None`` to turn push off. ``flow``: a
+        :class:`Flow` (replaces the whole flow config), or ``None`` to turn
+        flow control off."""
+        return await self._run(
+            ops.put_queue(self.name, lease=lease, max_attempts=max_attempts, retry=retry, push=push, flow=flow)
+        )
 
     async def info(self) -> m.QueueInfo:
         """The queue object (config, paused, stats); ``QueueNotFound`` if absent."""
@@ -185,11 +190,13 @@ class AsyncQueue:
         priority: Optional[int] = None,
         headers: Optional[Mapping[str, str]] = None,
         max_attempts: Optional[int] = None,
+        key: Optional[str] = None,
     ) -> m.EnqueueResult:
         """Enqueues one message, delivered after ``delay`` seconds or at
         ``deliver_at`` (neither: now). With an ``id`` the call is idempotent
-        (``created`` False when that id is live) and retried safely."""
-        item = EnqueueItem(payload, id, delay, deliver_at, priority, headers, max_attempts)
+        (``created`` False when that id is live) and retried safely.
+        ``key``: the message's flow key (see :class:`Flow`)."""
+        item = EnqueueItem(payload, id, delay, deliver_at, priority, headers, max_attempts, key)
         return await self._run(ops.enqueue(self.name, item))
 
     async def enqueue_many(self, items: Iterable[Union[EnqueueItem, m.PayloadLike]]) -> List[BatchResult]:
@@ -236,13 +243,23 @@ class AsyncQueue:
         """Acks leased messages (or ``(id, lease_id)`` pairs) in one request."""
         return await self._run(ops.ack_many(self.name, acks))
 
-    async def nack(self, id: str, lease_id: str, *, delay: Optional[Duration] = None) -> None:
-        """Gives a message back: retried after ``delay`` (default: the queue's backoff)."""
-        return await self._run(ops.nack(self.name, id, lease_id, delay))
+    async def nack(self, id: str, lease_id: str, *, delay: Optional[Duration] = None, defer: bool = False) -> None:
+        """Gives a message back: retried after ``delay`` (default: the queue's
+        backoff). ``defer=True`` (queues with ``flow``): the delivery was not
+        an attempt; the message and its key wait ``delay`` (default: the
+        queue's backoff for the deferral)."""
+        return await self._run(ops.nack(self.name, id, lease_id, delay, defer))
 
     async def extend(self, id: str, lease_id: str, *, lease: Optional[Duration] = None) -> int:
         """Extends a lease to now + ``lease``; returns the new ``lease_until``."""
         return await self._run(ops.extend(self.name, id, lease_id, lease))
+
+    # ---- flow control -----------------------------------------------------
+
+    async def get_key(self, key: str) -> m.KeyInfo:
+        """A flow key's live messages by state and its cool-down (zeros for
+        a key with no live message)."""
+        return await self._run(ops.get_key(self.name, key))
 
     # ---- dead letters -----------------------------------------------------
 
@@ -270,6 +287,7 @@ class AsyncQueue:
         priority: Optional[int] = None,
         headers: Optional[Mapping[str, str]] = None,
         max_attempts: Optional[int] = None,
+        key: Optional[str] = None,
         catchup: Optional[str] = None,
         catchup_window: Optional[Duration] = None,
         overlap: Optional[str] = None,
@@ -293,6 +311,7 @@ class AsyncQueue:
                 priority=priority,
                 headers=headers,
                 max_attempts=max_attempts,
+                key=key,
                 catchup=catchup,
                 catchup_window=catchup_window,
                 overlap=overlap,
@@ -336,7 +355,9 @@ class AsyncQueue:
         :meth:`AsyncConsumer.stop`). A message is acked when the loop asks for
         the next one, unless the body acked or nacked it itself; its lease
         is extended in the background meanwhile. If the body raises, the
-        message is nacked and the exception propagates."""
+        message is nacked and the exception propagates (a :class:`Defer`
+        raised inside a ``with`` block defers it instead; in a loop,
+        ``msg.defer(delay=...)`` and go on)."""
         return AsyncConsumer(self, max=max, wait=wait, lease=lease, stop_on_signal=stop_on_signal)
 
     async def work(
@@ -352,7 +373,8 @@ class AsyncQueue:
     ) -> None:
         """Runs ``handler`` on each message in ``concurrency`` tasks until
         SIGTERM/SIGINT: ack when it returns, nack when it raises (the
-        exception is logged), lease extended while it runs. Returns after
+        exception is logged), defer when it raises :class:`Defer`, lease
+        extended while it runs. Returns after
         the handlers in flight finish (or ``stop_event`` is set)."""
         await run_async_workers(
             self,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Deque
 from ._ops import Duration, to_ms
 from .errors import DelaydError, LeaseMismatch, MessageNotFound
 from .models import LeasedMessage, LeasedView
+from .worker import Defer
 
 if TYPE_CHECKING:
     from .aio import AsyncQueue
@@ -56,14 +57,24 @@ class AsyncDelivery(LeasedView):
         if self._take():
             await self.queue.nack(self.id, self.lease_id, delay=delay)
 
+    async def defer(self, *, delay: Optional[Duration] = None) -> None:
+        """Gives the message back without spending an attempt (see ``delayd.Defer``)."""
+        if self._take():
+            await self.queue.nack(self.id, self.lease_id, delay=delay, defer=True)
+
     async def extend(self, *, lease: Optional[Duration] = None) -> int:
         self.lease_until = await self.queue.extend(self.id, self.lease_id, lease=lease)
         self.renewed = time.monotonic()
         return self.lease_until
 
-    async def settle(self, ok: bool, *, delay: Optional[Duration] = None) -> None:
+    async def settle(self, ok: bool, *, delay: Optional[Duration] = None, defer: bool = False) -> None:
         try:
-            await (self.ack() if ok else self.nack(delay=delay))
+            if ok:
+                await self.ack()
+            elif defer:
+                await self.defer(delay=delay)
+            else:
+                await self.nack(delay=delay)
         except (LeaseMismatch, MessageNotFound) as err:
             log.warning("message %s of %s: lease lost before it was settled: %s", self.id, self.queue.name, err)
         except DelaydError as err:
@@ -164,6 +175,7 @@ class AsyncConsumer:
         self._stop = stop_event
         self._keeper = keeper
         self._gen: Optional[AsyncIterator[AsyncDelivery]] = None
+        self._current: Optional[AsyncDelivery] = None
 
     def _event(self) -> asyncio.Event:
         if self._stop is None:
@@ -181,7 +193,10 @@ class AsyncConsumer:
     async def __aenter__(self) -> "AsyncConsumer":
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        # A Defer raised by the body defers the message in hand.
+        if isinstance(exc, Defer) and self._current is not None:
+            await self._current.settle(False, delay=exc.delay, defer=True)
         if self._gen is not None:
             await self._gen.aclose()  # type: ignore[attr-defined]
 
@@ -208,12 +223,12 @@ class AsyncConsumer:
                 if not buffer:
                     buffer.extend(AsyncDelivery(self.queue, msg) for msg in await self._lease())
                     continue
-                current = buffer.popleft()
+                current = self._current = buffer.popleft()
                 keeper.add(current)
                 yield current
                 keeper.discard(current)
                 await current.settle(True)
-                current = None
+                current = self._current = None
         finally:
             restore()
             if current is not None:
@@ -249,6 +264,9 @@ async def run_async_workers(
             async for delivery in consumer:
                 try:
                     await handler(delivery)
+                except Defer as defer:
+                    log.info("message %s of %s: deferred by the handler", delivery.id, queue.name)
+                    await delivery.settle(False, delay=defer.delay, defer=True)
                 except Exception:
                     log.exception("message %s of %s: handler failed, nacked", delivery.id, queue.name)
                     await delivery.settle(False)

@@ -55,6 +55,11 @@ def _opt_int(obj: Mapping[str, Any], key: str) -> Optional[int]:
     return None if value is None else int(value)
 
 
+def _opt_str(obj: Mapping[str, Any], key: str) -> Optional[str]:
+    value = obj.get(key)
+    return None if value is None else str(value)
+
+
 @dataclass(frozen=True)
 class EnqueueResult:
     """Answer to an enqueue: ``created`` is False when a live message with
@@ -87,6 +92,8 @@ class Message(_HasPayload):
     lease_until: Optional[int] = None
     died_at: Optional[int] = None
     max_attempts: Optional[int] = None
+    key: Optional[str] = None
+    """The message's flow key (``None`` when it has none)."""
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "Message":
@@ -104,6 +111,7 @@ class Message(_HasPayload):
             lease_until=_opt_int(obj, "lease_until"),
             died_at=_opt_int(obj, "died_at"),
             max_attempts=_opt_int(obj, "max_attempts"),
+            key=_opt_str(obj, "key"),
         )
 
 
@@ -121,6 +129,8 @@ class LeasedMessage(_HasPayload):
     priority: int
     headers: Dict[str, str]
     payload: bytes
+    key: Optional[str] = None
+    """The message's flow key (``None`` when it has none)."""
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "LeasedMessage":
@@ -134,6 +144,7 @@ class LeasedMessage(_HasPayload):
             priority=int(obj["priority"]),
             headers=dict(obj.get("headers") or {}),
             payload=payload_bytes(obj),
+            key=_opt_str(obj, "key"),
         )
 
 
@@ -173,20 +184,91 @@ class Push:
 
 
 @dataclass(frozen=True)
+class Rate:
+    """A token bucket: ``limit`` deliveries per ``period_ms``, up to
+    ``burst`` at once (the server's default burst is 1). Over any span of
+    ``d`` ms at most ``burst + floor(d * limit / period_ms)`` deliveries
+    start."""
+
+    limit: int
+    period_ms: int = 1000
+    burst: Optional[int] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        body: Dict[str, Any] = {"limit": self.limit, "period_ms": self.period_ms}
+        if self.burst is not None:
+            body["burst"] = self.burst
+        return body
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Rate":
+        return cls(int(obj["limit"]), int(obj["period_ms"]), _opt_int(obj, "burst"))
+
+
+def _opt_rate(obj: Mapping[str, Any], key: str) -> Optional[Rate]:
+    value = obj.get(key)
+    return None if value is None else Rate.from_json(value)
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A queue's flow control (docs/flow.md): ``rate``/``key_rate`` token
+    buckets for the queue and for each key, ``concurrency``/
+    ``key_concurrency`` messages leased at once, ``ordered`` keys (one at a
+    time, a failed message holds its key) and ``max_deferrals`` in a row
+    before a message is dead. ``None`` limits are not set. A queue ``put``
+    replaces the whole ``flow``; the server answers with the defaults
+    filled in."""
+
+    rate: Optional[Rate] = None
+    key_rate: Optional[Rate] = None
+    concurrency: Optional[int] = None
+    key_concurrency: Optional[int] = None
+    ordered: bool = False
+    max_deferrals: int = 100
+
+    def to_json(self) -> Dict[str, Any]:
+        body: Dict[str, Any] = {
+            "rate": self.rate.to_json() if self.rate else None,
+            "key_rate": self.key_rate.to_json() if self.key_rate else None,
+            "concurrency": self.concurrency,
+            "key_concurrency": self.key_concurrency,
+            "ordered": self.ordered,
+            "max_deferrals": self.max_deferrals,
+        }
+        return {k: v for k, v in body.items() if v is not None}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Flow":
+        return cls(
+            rate=_opt_rate(obj, "rate"),
+            key_rate=_opt_rate(obj, "key_rate"),
+            concurrency=_opt_int(obj, "concurrency"),
+            key_concurrency=_opt_int(obj, "key_concurrency"),
+            ordered=bool(obj.get("ordered", False)),
+            max_deferrals=int(obj.get("max_deferrals", 100)),
+        )
+
+
+@dataclass(frozen=True)
 class QueueConfig:
     lease_ms: int
     max_attempts: int
     retry: Retry
     push: Optional[Push] = None
+    flow: Optional[Flow] = None
+    """``None``: no flow control (servers before it never send one)."""
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "QueueConfig":
         push = obj.get("push")
+        flow = obj.get("flow")
         return cls(
             lease_ms=int(obj["lease_ms"]),
             max_attempts=int(obj["max_attempts"]),
             retry=Retry.from_json(obj["retry"]),
             push=Push.from_json(push) if push else None,
+            flow=Flow.from_json(flow) if flow is not None else None,
         )
 
 
@@ -196,10 +278,46 @@ class QueueStats:
     ready: int
     leased: int
     dead: int
+    flow_keys: Optional[int] = None
+    """Flow keys whose state the server keeps now (``None``: not reported)."""
+    cooling_keys: Optional[int] = None
+    """Of those, the keys cooling down after a deferral."""
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "QueueStats":
-        return cls(int(obj["scheduled"]), int(obj["ready"]), int(obj["leased"]), int(obj["dead"]))
+        return cls(
+            int(obj["scheduled"]),
+            int(obj["ready"]),
+            int(obj["leased"]),
+            int(obj["dead"]),
+            flow_keys=_opt_int(obj, "flow_keys"),
+            cooling_keys=_opt_int(obj, "cooling_keys"),
+        )
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """A flow key of a queue: its live messages by state, and until when it
+    cools down after a deferral (``None`` when it does not). A key with no
+    live message answers zeros."""
+
+    key: str
+    scheduled: int
+    ready: int
+    leased: int
+    dead: int
+    cooling_until: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "KeyInfo":
+        return cls(
+            key=str(obj["key"]),
+            scheduled=int(obj["scheduled"]),
+            ready=int(obj["ready"]),
+            leased=int(obj["leased"]),
+            dead=int(obj["dead"]),
+            cooling_until=_opt_int(obj, "cooling_until"),
+        )
 
 
 @dataclass(frozen=True)
@@ -270,6 +388,7 @@ class ScheduleMessage(_HasPayload):
     priority: Optional[int] = None
     headers: Dict[str, str] = field(default_factory=dict)
     max_attempts: Optional[int] = None
+    key: Optional[str] = None
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "ScheduleMessage":
@@ -278,6 +397,7 @@ class ScheduleMessage(_HasPayload):
             priority=_opt_int(obj, "priority"),
             headers=dict(obj.get("headers") or {}),
             max_attempts=_opt_int(obj, "max_attempts"),
+            key=_opt_str(obj, "key"),
         )
 
 
@@ -369,6 +489,11 @@ class LeasedView:
     @property
     def priority(self) -> int:
         return self.message.priority
+
+    @property
+    def key(self) -> Optional[str]:
+        """The flow key, ``None`` when the message has none."""
+        return self.message.key
 
     def json(self) -> Any:
         return self.message.json()

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 _PAYLOAD = ("payload", "payload_base64")
-_MESSAGE = _PAYLOAD + ("id", "delay_ms", "deliver_at", "priority", "headers", "max_attempts")
+_MESSAGE = _PAYLOAD + ("id", "delay_ms", "deliver_at", "priority", "headers", "max_attempts", "key")
+_RATE = ("limit", "period_ms", "burst")
 _SCHEDULE_TIMES = ("cron", "every_ms", "tz", "start_at")
 
 
@@ -22,7 +23,7 @@ _SCHEDULE_TIMES = ("cron", "every_ms", "tz", "start_at")
 class Route:
     method: str
     path: str
-    """Path template; ``{queue}``, ``{id}`` are percent-encoded path segments."""
+    """Path template; ``{queue}``, ``{id}``, ``{key}`` are percent-encoded path segments."""
     fields: Tuple[str, ...] = ()
     """Top-level body fields the client may send (empty: no body)."""
     nested: Mapping[str, Tuple[str, ...]] = field(default_factory=dict)
@@ -63,10 +64,11 @@ ROUTES: Dict[str, Route] = {
     "put_queue": Route(
         "PUT",
         _Q,
-        fields=("lease_ms", "max_attempts", "retry", "push"),
+        fields=("lease_ms", "max_attempts", "retry", "push", "flow"),
         nested={
             "retry": ("initial_ms", "max_ms", "multiplier"),
             "push": ("url", "timeout_ms", "concurrency", "secret", "headers"),
+            "flow": ("rate", "key_rate", "concurrency", "key_concurrency", "ordered", "max_deferrals"),
         },
         idempotent=True,
     ),
@@ -74,6 +76,7 @@ ROUTES: Dict[str, Route] = {
     "pause": Route("POST", _Q + "/pause", idempotent=True),
     "resume": Route("POST", _Q + "/resume", idempotent=True),
     "histogram": Route("GET", _Q + "/histogram", query=("from", "to", "buckets"), idempotent=True),
+    "get_key": Route("GET", _Q + "/keys/{key}", idempotent=True),
     # Messages
     "enqueue": Route("POST", _Q + "/messages", fields=_MESSAGE),
     "batch": Route("POST", _Q + "/batch", fields=("messages",), nested={"messages": _MESSAGE}),
@@ -85,7 +88,7 @@ ROUTES: Dict[str, Route] = {
     "lease": Route("POST", _Q + "/leases", fields=("max", "wait_ms", "lease_ms")),
     "ack": Route("POST", _Q + "/messages/{id}/ack", fields=("lease_id",)),
     "ack_many": Route("POST", _Q + "/acks", fields=("acks",), nested={"acks": ("id", "lease_id")}),
-    "nack": Route("POST", _Q + "/messages/{id}/nack", fields=("lease_id", "delay_ms")),
+    "nack": Route("POST", _Q + "/messages/{id}/nack", fields=("lease_id", "delay_ms", "defer")),
     "extend": Route("POST", _Q + "/messages/{id}/extend", fields=("lease_id", "lease_ms"), idempotent=True),
     # Dead letters
     "list_dead": Route("GET", _Q + "/dead", query=("limit", "after"), idempotent=True),
@@ -96,7 +99,7 @@ ROUTES: Dict[str, Route] = {
         _S,
         fields=_SCHEDULE_TIMES
         + ("end_at", "max_fires", "message", "catchup", "catchup_window_ms", "overlap", "jitter_ms", "paused"),
-        nested={"message": _PAYLOAD + ("priority", "headers", "max_attempts")},
+        nested={"message": _PAYLOAD + ("priority", "headers", "max_attempts", "key")},
         idempotent=True,
     ),
     "list_schedules": Route("GET", _Q + "/schedules", idempotent=True),

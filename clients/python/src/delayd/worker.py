@@ -6,6 +6,10 @@ Settling rules, the same in ``delayd.aio_worker``:
 - a message is acked when the handler returns (for a loop: when the loop
   asks for the next message), unless the handler acked or nacked it;
 - when the handler raises, it is nacked (the queue's backoff applies);
+- when it raises :class:`Defer` (a downstream said "slow down"), it is
+  deferred instead: nacked with ``defer=True`` and the exception's delay,
+  so the delivery is not counted as an attempt and its flow key cools down
+  (the queue needs a ``flow`` config);
 - messages leased but not yet handed out when the worker stops are nacked
   with no delay, so another worker gets them at once;
 - a lease lost meanwhile (``LeaseMismatch``: it expired, e.g. the process
@@ -30,6 +34,24 @@ if TYPE_CHECKING:
     from .client import Queue
 
 log = logging.getLogger("delayd.worker")
+
+
+class Defer(Exception):
+    """Raised by a handler to defer its message rather than fail it: the
+    worker nacks it with ``defer=True``, so the delivery is not an attempt,
+    and the message (and its flow key) waits ``delay`` seconds (``None``:
+    the queue's backoff for the deferral). Part of flow control: the queue
+    needs a ``flow`` config, else the server refuses the deferral.
+
+        def handle(msg):
+            resp = send(msg.json())
+            if resp.status_code == 429:
+                raise delayd.Defer(float(resp.headers.get("retry-after", 1)))
+    """
+
+    def __init__(self, delay: Optional[Duration] = None, message: str = "deferred") -> None:
+        super().__init__(message)
+        self.delay = delay
 
 
 class Delivery(LeasedView):
@@ -63,16 +85,26 @@ class Delivery(LeasedView):
         if self._take():
             self.queue.nack(self.id, self.lease_id, delay=delay)
 
+    def defer(self, *, delay: Optional[Duration] = None) -> None:
+        """Gives the message back without spending an attempt (see :class:`Defer`)."""
+        if self._take():
+            self.queue.nack(self.id, self.lease_id, delay=delay, defer=True)
+
     def extend(self, *, lease: Optional[Duration] = None) -> int:
         self.lease_until = self.queue.extend(self.id, self.lease_id, lease=lease)
         self.renewed = time.monotonic()
         return self.lease_until
 
-    def settle(self, ok: bool, *, delay: Optional[Duration] = None) -> None:
-        """Acks (``ok``) or nacks, logging rather than raising: used where the
-        worker, not the user, settles."""
+    def settle(self, ok: bool, *, delay: Optional[Duration] = None, defer: bool = False) -> None:
+        """Acks (``ok``), nacks or defers, logging rather than raising: used
+        where the worker, not the user, settles."""
         try:
-            self.ack() if ok else self.nack(delay=delay)
+            if ok:
+                self.ack()
+            elif defer:
+                self.defer(delay=delay)
+            else:
+                self.nack(delay=delay)
         except (LeaseMismatch, MessageNotFound) as err:
             log.warning("message %s of %s: lease lost before it was settled: %s", self.id, self.queue.name, err)
         except DelaydError as err:
@@ -165,6 +197,7 @@ class Consumer:
         self._keeper = keeper
         self._in_lease = False
         self._gen: Optional[Iterator[Delivery]] = None
+        self._current: Optional[Delivery] = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -181,7 +214,11 @@ class Consumer:
     def __enter__(self) -> "Consumer":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        # A Defer raised by the body defers the message in hand (the
+        # generator cannot see the exception, only that it is closed).
+        if isinstance(exc, Defer) and self._current is not None:
+            self._current.settle(False, delay=exc.delay, defer=True)
         # Settles the message in hand now rather than when the generator is
         # garbage collected.
         if self._gen is not None:
@@ -206,12 +243,12 @@ class Consumer:
                 if not buffer:
                     buffer.extend(Delivery(self.queue, msg) for msg in self._lease())
                     continue
-                current = buffer.popleft()
+                current = self._current = buffer.popleft()
                 keeper.add(current)
                 yield current
                 keeper.discard(current)
                 current.settle(True)
-                current = None
+                current = self._current = None
         finally:
             restore()
             if current is not None:
@@ -250,6 +287,9 @@ def run_workers(
         for delivery in consumer:
             try:
                 handler(delivery)
+            except Defer as defer:
+                log.info("message %s of %s: deferred by the handler", delivery.id, queue.name)
+                delivery.settle(False, delay=defer.delay, defer=True)
             except Exception:
                 log.exception("message %s of %s: handler failed, nacked", delivery.id, queue.name)
                 delivery.settle(False)
