@@ -4,7 +4,7 @@
 -- skip` must check it ('' = no check), 7/8: the advanced record and cursor
 -- when firing, 9/10: the record and cursor when the previous message is
 -- live (the plan with its fire turned into a skip), 11..: the fire
--- messages, groups of 8 as `enqueue_items` takes them.
+-- messages, groups of 9 as `enqueue_items` takes them.
 -- Returns {'OK', 'F', enqueue replies...} (fired), {'OK', 'S'} (skipped:
 -- nothing enqueued), {'CHG'} (the record changed since it was read:
 -- another node fired it, or a replace/pause/delete: no-op), {'SEQ'} (fresh

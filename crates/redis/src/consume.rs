@@ -246,7 +246,7 @@ impl Inner {
 
     /// Runs a script that acts on a current lease and maps the shared
     /// `NF`/`LM` answers to errors.
-    async fn on_lease(
+    pub(crate) async fn on_lease(
         &self,
         function: Function,
         queue: &QueueName,
@@ -285,9 +285,24 @@ impl Inner {
                 b"0".to_vec()
             },
         ];
+        if nack.defer {
+            return self.defer(queue, id, lease, nack).await;
+        }
         let (shard, rest) = self
             .on_lease(scripts::NACK, queue, id, lease, extra)
             .await?;
+        self.woke(queue, rest.get(2)).await;
+        self.after_nack(queue, shard, &rest).await
+    }
+
+    /// Wakes and announcements after a nack or a deferral answered
+    /// `{new state, next_due, ...}`.
+    pub(crate) async fn after_nack(
+        &self,
+        queue: &QueueName,
+        shard: u32,
+        rest: &[Value],
+    ) -> BrokerResult<()> {
         match rest.first().map(text).transpose()? {
             Some("R") => self.announce_ready(queue).await,
             Some("D") => {
@@ -310,8 +325,10 @@ impl Inner {
         lease: &LeaseId,
         priority: Option<u32>,
     ) -> BrokerResult<()> {
-        self.on_lease(scripts::BURY, queue, id, lease, vec![opt_arg(priority)])
+        let (_, rest) = self
+            .on_lease(scripts::BURY, queue, id, lease, vec![opt_arg(priority)])
             .await?;
+        self.woke(queue, rest.first()).await;
         metrics::counter!(metric::DEAD_LETTERED_TOTAL, "queue" => queue.to_string()).increment(1);
         Ok(())
     }

@@ -15,3 +15,4 @@ delayd_core::conformance_tests!(fresh());
 delayd_core::conformance_tests_extended!(fresh());
 delayd_core::conformance_tests_schedules!(fresh());
 delayd_core::conformance_tests_schedules_extended!(fresh());
+delayd_core::conformance_tests_flow!(fresh());
