@@ -41,7 +41,8 @@ local TAGP, K_FLOW, K_KEYS, K_KT, K_KL, K_KH, K_KHP, K_KCOOL, K_KWAIT, K_KIDLE
 -- wakes waiting lease calls.
 local FCFG_READ, FCFG, ENDED, WOKE
 -- Flow hooks, defined in lua/flow.lua (appended after this file).
-local key_saved, key_removed, key_added, unpark_one, flow_promote, flow_next, flow_cfg_from
+local key_saved, key_removed, key_added, unpark_one, flow_promote, flow_next, flow_cfg_from, key_wake,
+  park_new
 local function bind(keys, args)
   KEYS, ARGV = keys, args
   K_CFG, K_SCHED, K_READY, K_LEASE, K_DEAD, K_MSG = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
@@ -166,10 +167,16 @@ end
 local function unlink(id, r)
   local st = r[ST]
   if st == 'S' or st == 'R' then
-    if redis.call('ZREM', K_SCHED, smember(r, id)) == 0
-        and redis.call('ZREM', K_READY, rmember(r[DA], r[SK], id)) == 0
-        and r[KY] ~= '' then
-      unpark_one(id, r)
+    if redis.call('ZREM', K_SCHED, smember(r, id)) == 0 and r[KY] ~= '' then
+      -- A ready message of a key leaves: the key's next parked one may
+      -- go (lua/flow.lua); or it was parked itself.
+      if redis.call('ZREM', K_READY, rmember(r[DA], r[SK], id)) == 1 then
+        key_wake(r[KY])
+      else
+        unpark_one(id, r)
+      end
+    elseif r[KY] == '' then
+      redis.call('ZREM', K_READY, rmember(r[DA], r[SK], id))
     end
   elseif st == 'L' then redis.call('ZREM', K_LEASE, member(r, id))
   elseif st == 'D' then redis.call('ZREM', K_DEAD, member(r, id)) end
@@ -311,7 +318,9 @@ local function enqueue_items(c, from)
       last = r[SK]
       if r[KY] ~= '' then key_added(id, r[KY]) end
       local st = 'S'
-      if r[DA] <= NOW then
+      if r[DA] <= NOW and r[KY] ~= '' and park_new(r[KY], r[PR], rmember(r[DA], r[SK], id)) then
+        st = 'R'
+      elseif r[DA] <= NOW then
         st = 'R'
         ready[#ready + 1] = s(r[PR])
         ready[#ready + 1] = rmember(r[DA], r[SK], id)

@@ -145,7 +145,7 @@ end
 -- holder finished, time passed, limits changed): its parked holder, else
 -- its first parked message when the key admits a delivery now, is ready
 -- again; a hold by time is noted in kwait.
-local function key_wake(key)
+key_wake = function(key)
   local f = flow_cfg()
   if not f then return end
   local hp = redis.call('HGET', K_KHP, key)
@@ -168,6 +168,19 @@ local function key_wake(key)
   unpark(key, ph[2], ph[1])
 end
 
+-- A new ready message of a key that already waits for a wake-up (it has
+-- parked messages) joins them at once instead of passing through ready:
+-- the wake-up makes the key's messages ready in order. Returns whether it
+-- was parked.
+park_new = function(key, pr, m)
+  if not flow_cfg() then return false end
+  local pk = k_parked(key)
+  if redis.call('EXISTS', pk) == 0 and redis.call('HEXISTS', K_KHP, key) == 0 then return false end
+  redis.call('ZADD', pk, pr, m)
+  redis.call('HINCRBY', K_FLOW, 'np', 1)
+  return true
+end
+
 key_saved = function(_, r)
   local key = r[KY]
   local l1, h1 = r[ST] == 'L', holds(r)
@@ -187,7 +200,7 @@ key_removed = function(id, r)
   if r.h0 then hincr(K_KH, key, -1) end
   redis.call('SREM', k_members(key), id)
   key_idle(key)
-  if r.l0 or r.h0 then key_wake(key) end
+  key_wake(key)
 end
 
 key_added = function(id, key)
