@@ -42,7 +42,7 @@ local TAGP, K_FLOW, K_KEYS, K_KT, K_KL, K_KH, K_KHP, K_KCOOL, K_KWAIT, K_KIDLE
 local FCFG_READ, FCFG, ENDED, WOKE
 -- Flow hooks, defined in lua/flow.lua (appended after this file).
 local key_saved, key_removed, key_added, unpark_one, flow_promote, flow_next, flow_cfg_from, key_wake,
-  park_new
+  park_new, flow_cfg
 local function bind(keys, args)
   KEYS, ARGV = keys, args
   K_CFG, K_SCHED, K_READY, K_LEASE, K_DEAD, K_MSG = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
@@ -245,11 +245,23 @@ local function promote(c)
   local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', s(NOW), 'WITHSCORES', 'LIMIT', 0, PROMOTE_LIMIT)
   if #due == 0 then return fired, expired end
   redis.call('ZREMRANGEBYRANK', K_SCHED, 0, #due / 2 - 1)
-  local ready = {}
+  local ready, readied = {}, {}
+  -- On a queue with flow, each record is read for its key: a message of a
+  -- key that waits for a wake-up joins its park (lua/flow.lua).
+  local flow = flow_cfg()
   for j = 1, #due, 2 do
     local m, da = due[j], tonumber(due[j + 1])
-    ready[j] = s(struct.unpack('>I4', m, 9))
-    ready[j + 1] = struct.pack('>I8', da) .. m:sub(1, 8) .. m:sub(13)
+    local pr, rm = s(struct.unpack('>I4', m, 9)), struct.pack('>I8', da) .. m:sub(1, 8) .. m:sub(13)
+    local parked = false
+    if flow then
+      local r = load(m:sub(13))
+      -- A holder of its key never waits in a park: it is the key's next.
+      parked = r and r[KY] ~= '' and not holds(r) and park_new(r[KY], pr, rm, readied)
+    end
+    if not parked then
+      ready[#ready + 1] = pr
+      ready[#ready + 1] = rm
+    end
     fired[#fired + 1] = da
   end
   zadd_all(K_READY, ready)
@@ -301,7 +313,7 @@ local function enqueue_items(c, from)
   if ARGV[from + 1] and tonumber(ARGV[from + 1]) <= c.sl then return {'SEQ'} end
   local last = c.sl
   local out = {'OK'}
-  local sched, ready = {}, {}
+  local sched, ready, readied = {}, {}, {}
   -- Ids created by this call, with their state: their index entries are
   -- not written yet when the same id comes again later in the call.
   local created = {}
@@ -318,7 +330,7 @@ local function enqueue_items(c, from)
       last = r[SK]
       if r[KY] ~= '' then key_added(id, r[KY]) end
       local st = 'S'
-      if r[DA] <= NOW and r[KY] ~= '' and park_new(r[KY], r[PR], rmember(r[DA], r[SK], id)) then
+      if r[DA] <= NOW and r[KY] ~= '' and park_new(r[KY], r[PR], rmember(r[DA], r[SK], id), readied) then
         st = 'R'
       elseif r[DA] <= NOW then
         st = 'R'

@@ -48,7 +48,7 @@ flow_cfg_from = function(v, i)
 end
 
 -- The queue's flow config (nil: no flow), read at most once per call.
-local function flow_cfg()
+flow_cfg = function()
   if not FCFG_READ then
     flow_cfg_from(redis.call('HMGET', K_CFG, 'fl', 'qi', 'qb', 'ki', 'kb', 'qn', 'kn', 'od'), 1)
   end
@@ -168,14 +168,23 @@ key_wake = function(key)
   unpark(key, ph[2], ph[1])
 end
 
--- A new ready message of a key that already waits for a wake-up (it has
--- parked messages) joins them at once instead of passing through ready:
--- the wake-up makes the key's messages ready in order. Returns whether it
--- was parked.
-park_new = function(key, pr, m)
+-- A message becoming ready (enqueued or promoted) whose key is sure to be
+-- woken later joins the key's park at once instead of passing through
+-- ready, so a key's backlog is never walked by the lease loop. A wake-up
+-- is sure when the key has parked messages, a leased message (its end
+-- wakes), a holder (its delivery or end wakes), or a message this call
+-- made ready (`readied`; its delivery, parking or removal wakes). The
+-- wake-up makes the key's messages ready in order. Returns whether it was
+-- parked.
+park_new = function(key, pr, m, readied)
   if not flow_cfg() then return false end
   local pk = k_parked(key)
-  if redis.call('EXISTS', pk) == 0 and redis.call('HEXISTS', K_KHP, key) == 0 then return false end
+  if not readied[key] and redis.call('EXISTS', pk) == 0
+      and redis.call('HEXISTS', K_KHP, key) == 0
+      and redis.call('HEXISTS', K_KL, key) == 0 and redis.call('HEXISTS', K_KH, key) == 0 then
+    readied[key] = true
+    return false
+  end
   redis.call('ZADD', pk, pr, m)
   redis.call('HINCRBY', K_FLOW, 'np', 1)
   return true
