@@ -168,24 +168,34 @@ key_wake = function(key)
   unpark(key, ph[2], ph[1])
 end
 
--- A message becoming ready (enqueued or promoted) whose key is sure to be
--- woken later joins the key's park at once instead of passing through
--- ready, so a key's backlog is never walked by the lease loop. A wake-up
--- is sure when the key has parked messages, a leased message (its end
--- wakes), a holder (its delivery or end wakes), or a message this call
--- made ready (`readied`; its delivery, parking or removal wakes). The
--- wake-up makes the key's messages ready in order. Returns whether it was
--- parked.
+-- A message becoming ready (enqueued or promoted) joins its key's park at
+-- once, instead of passing through ready, when the lease loop would park
+-- it anyway: its key's gate holds now (a slot, a token or a cooldown; the
+-- end of the hold wakes the key), or, with `ordered`, another message
+-- holds the key (its end wakes it), or a message of the key that goes
+-- before it was made ready by this call (`readied`: that one's delivery,
+-- parking or removal wakes the key). So a key's backlog is never walked
+-- by the lease loop, and the order stays the model's. Returns whether it
+-- was parked.
 park_new = function(key, pr, m, readied)
-  if not flow_cfg() then return false end
-  local pk = k_parked(key)
-  if not readied[key] and redis.call('EXISTS', pk) == 0
-      and redis.call('HEXISTS', K_KHP, key) == 0
-      and redis.call('HEXISTS', K_KL, key) == 0 and redis.call('HEXISTS', K_KH, key) == 0 then
-    readied[key] = true
+  local f = flow_cfg()
+  if not f then return false end
+  local first = readied[key]
+  local park = first and before(first[1], first[2], pr, m)
+  if not park and f.od and holders(key) > 0 then park = true end
+  if not park then
+    local tat, leased, cool = key_state(key)
+    local why, untl = admit_one(f.ki, f.kb, f.kn, tat, leased, cool, NOW)
+    if why then
+      park = true
+      if untl then redis.call('ZADD', K_KWAIT, 'LT', s(untl), key) end
+    end
+  end
+  if not park then
+    if not first or before(pr, m, first[1], first[2]) then readied[key] = {pr, m} end
     return false
   end
-  redis.call('ZADD', pk, pr, m)
+  redis.call('ZADD', k_parked(key), pr, m)
   redis.call('HINCRBY', K_FLOW, 'np', 1)
   return true
 end
