@@ -80,7 +80,7 @@ pub mod testkit;
 pub use broker::{check_ack_batch, Broker, DueHistogram, Upsert, HISTOGRAM_SCAN_LIMIT, MAX_BATCH};
 pub use clock::{Clock, ManualClock, SkewedClock, SystemClock};
 pub use error::{BrokerError, BrokerResult};
-pub use flow::{Deferral, FlowConfig, FlowKey, GateState, Hold, KeyInfo, Rate};
+pub use flow::{Bucket, Deferral, FlowConfig, FlowKey, GateState, Hold, KeyInfo, Rate};
 pub use message::{
     check_lease_ms, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, LeaseRequest,
     ListQuery, Message, MessageCounters, MessageState, Nack, Redrive, Reschedule, Schedule,

@@ -28,9 +28,14 @@ impl Broker for LocalBroker {
                     Upsert::Created
                 };
                 let config = patch.resolve(current.as_ref())?;
+                let flow_changed = current.as_ref().is_some_and(|c| c.flow != config.flow);
                 match state.queues.contains_key(queue) {
                     true => state.queue_mut(queue, tx)?.record.config = config,
                     false => state.create_queue(queue, config, tx),
+                }
+                if flow_changed {
+                    // Changed limits apply to messages already waiting.
+                    state.rebuild_flow(queue, now, tx);
                 }
                 Ok((upsert, state.queue(queue)?.info(queue, now)))
             })
@@ -308,11 +313,21 @@ impl Broker for LocalBroker {
         queue: &delayd_core::QueueName,
         key: &delayd_core::FlowKey,
     ) -> delayd_core::BrokerResult<delayd_core::KeyInfo> {
-        // FLOW-WIP: replaced by the backend's own before landing.
-        let _ = (queue, key);
-        Err(delayd_core::BrokerError::unavailable(
-            "flow keys: not built yet",
-        ))
+        self.inner.read_scan(|state, store, now| {
+            let q = state.queue(queue)?;
+            // Messages only on disk (beyond the horizon) are read there.
+            let mut on_disk = Vec::new();
+            if !q.all_in_memory() {
+                for k in store.queue_message_keys(queue).map_err(store_err)? {
+                    if let Some(rec) = store.message(&k).map_err(store_err)? {
+                        if rec.key.as_ref() == Some(key) && !q.messages.contains_key(&rec.id) {
+                            on_disk.push(rec);
+                        }
+                    }
+                }
+            }
+            state.key_info(queue, key, &on_disk, now)
+        })
     }
 
     async fn ready(&self) -> BrokerResult<()> {

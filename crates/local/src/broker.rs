@@ -222,6 +222,9 @@ impl Inner {
     /// waiting calls their deliveries, and wakes the sync thread and the
     /// driver if needed. Returns the ticket to wait on.
     pub fn absorb_locked(&self, state: &mut State, mut tx: Tx, now: u64) -> u64 {
+        // Flow keys and queues the call changed: heads promoted, holds
+        // timed, waiters noted, before the waiters are served.
+        state.refresh_flow(now, &mut tx);
         let ready_queues = std::mem::take(&mut tx.ready_queues);
         let wake_driver = tx.wake_driver;
         let was_needed = state.sync_needed;

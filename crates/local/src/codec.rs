@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use delayd_core::{
-    LeaseId, MessageCounters, MessageId, MessageState, QueueConfig, QueueName, QueueStats,
+    FlowKey, LeaseId, MessageCounters, MessageId, MessageState, QueueConfig, QueueName, QueueStats,
 };
 use serde::{Deserialize, Serialize};
 
@@ -41,9 +41,21 @@ pub(crate) struct MessageRecord {
     pub died_at: Option<u64>,
     pub counters: MessageCounters,
     pub headers: BTreeMap<String, String>,
+    /// The flow key (version 2).
+    pub key: Option<FlowKey>,
+    /// Deferrals in a row (version 2).
+    pub deferrals: u32,
 }
 
 impl MessageRecord {
+    /// Whether it holds its flow key ([`delayd_core::Message::holds_key`]):
+    /// delivered before and back, not dead.
+    pub fn holds_key(&self) -> bool {
+        self.key.is_some()
+            && self.state != MessageState::Dead
+            && (self.attempts > 0 || self.deferrals > 0)
+    }
+
     /// The state as persisted (see [`MessageRecord::state`]).
     pub fn stored_state(&self) -> MessageState {
         match self.state {
@@ -98,15 +110,100 @@ pub(crate) trait Record: Serialize + for<'de> Deserialize<'de> {
     }
 }
 
-impl Record for MessageRecord {}
-impl Record for StoredCounts {}
-
-/// Version 2 added `push.headers`.
-impl Record for QueueRecord {
+/// Version 2 added `key` and `deferrals` (flow control).
+impl Record for MessageRecord {
     const VERSION: u8 = 2;
 
     fn upgrade(version: u8, bytes: &[u8]) -> Option<Result<Self, StoreError>> {
-        (version == 1).then(|| postcard_decode::<QueueRecordV1>(bytes).map(QueueRecord::from))
+        (version == 1).then(|| postcard_decode::<MessageRecordV1>(bytes).map(MessageRecord::from))
+    }
+}
+impl Record for StoredCounts {}
+
+/// Version 2 added `push.headers`; version 3 `flow`.
+impl Record for QueueRecord {
+    const VERSION: u8 = 3;
+
+    fn upgrade(version: u8, bytes: &[u8]) -> Option<Result<Self, StoreError>> {
+        match version {
+            1 => Some(postcard_decode::<QueueRecordV1>(bytes).map(QueueRecord::from)),
+            2 => Some(postcard_decode::<QueueRecordV2>(bytes).map(QueueRecord::from)),
+            _ => None,
+        }
+    }
+}
+
+/// [`MessageRecord`] as version 1 stored it: no flow key, no deferrals.
+#[derive(Deserialize)]
+struct MessageRecordV1 {
+    id: MessageId,
+    seq: u64,
+    state: MessageState,
+    deliver_at: u64,
+    enqueued_at: u64,
+    priority: u32,
+    attempts: u32,
+    max_attempts: Option<u32>,
+    lease_ms: Option<u64>,
+    lease_until: Option<u64>,
+    lease_id: Option<LeaseId>,
+    died_at: Option<u64>,
+    counters: MessageCounters,
+    headers: BTreeMap<String, String>,
+}
+
+impl From<MessageRecordV1> for MessageRecord {
+    fn from(old: MessageRecordV1) -> Self {
+        MessageRecord {
+            id: old.id,
+            seq: old.seq,
+            state: old.state,
+            deliver_at: old.deliver_at,
+            enqueued_at: old.enqueued_at,
+            priority: old.priority,
+            attempts: old.attempts,
+            max_attempts: old.max_attempts,
+            lease_ms: old.lease_ms,
+            lease_until: old.lease_until,
+            lease_id: old.lease_id,
+            died_at: old.died_at,
+            counters: old.counters,
+            headers: old.headers,
+            key: None,
+            deferrals: 0,
+        }
+    }
+}
+
+/// [`QueueRecord`] as version 2 stored it: no flow control.
+#[derive(Deserialize)]
+struct QueueRecordV2 {
+    config: QueueConfigV2,
+    paused_until: Option<u64>,
+    counts: StoredCounts,
+}
+
+#[derive(Deserialize)]
+struct QueueConfigV2 {
+    lease_ms: u64,
+    max_attempts: u32,
+    retry: delayd_core::RetryPolicy,
+    push: Option<delayd_core::PushConfig>,
+}
+
+impl From<QueueRecordV2> for QueueRecord {
+    fn from(old: QueueRecordV2) -> Self {
+        QueueRecord {
+            config: QueueConfig {
+                lease_ms: old.config.lease_ms,
+                max_attempts: old.config.max_attempts,
+                retry: old.config.retry,
+                push: old.config.push,
+                flow: None,
+            },
+            paused_until: old.paused_until,
+            counts: old.counts,
+        }
     }
 }
 
@@ -365,14 +462,39 @@ mod golden {
                 kicks: 3,
             },
             headers: BTreeMap::from([("k".to_string(), "v".to_string())]),
+            key: Some(FlowKey::new("tenant-1").expect("key")),
+            deferrals: 2,
         }
+    }
+
+    /// version 02: version 01's fields, then key Some("tenant-1"),
+    /// deferrals 2.
+    const MESSAGE: &str = "02086f726465722d3432ac020280d095ffbc3198c895ffbc3180080201050001\
+b0ba97ffbc3101024c31000100000301016b0176010874656e616e742d3102";
+
+    /// A store written before flow control still opens: its message records
+    /// (version 1) read with no key and no deferrals.
+    #[test]
+    fn message_record_version_1_reads() {
+        let decoded: MessageRecord = decode_record(&unhex(MESSAGE_V1)).expect("decode");
+        let mut expected = message();
+        expected.key = None;
+        expected.deferrals = 0;
+        assert_eq!(decoded, expected);
+    }
+
+    fn unhex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+            .collect()
     }
 
     /// version 01, id "order-42", seq 300, state 2 (leased), deliver_at,
     /// enqueued_at (varints), priority 1024, attempts 2, max_attempts
     /// Some(5), lease_ms None, lease_until Some, lease_id Some("L1"),
     /// died_at None, counters (1, 0, 0, 3), headers {k: v}.
-    const MESSAGE: &str = "01086f726465722d3432ac020280d095ffbc3198c895ffbc3180080201050001\
+    const MESSAGE_V1: &str = "01086f726465722d3432ac020280d095ffbc3198c895ffbc3180080201050001\
 b0ba97ffbc3101024c31000100000301016b0176";
 
     #[test]
@@ -388,7 +510,18 @@ b0ba97ffbc3101024c31000100000301016b0176";
     fn queue() -> QueueRecord {
         QueueRecord {
             config: QueueConfig {
-                flow: None,
+                flow: Some(delayd_core::FlowConfig {
+                    rate: Some(delayd_core::Rate {
+                        limit: 50,
+                        period_ms: 1_000,
+                        burst: 5,
+                    }),
+                    key_rate: None,
+                    concurrency: Some(8),
+                    key_concurrency: Some(1),
+                    ordered: true,
+                    max_deferrals: 100,
+                }),
                 lease_ms: 30_000,
                 max_attempts: 10,
                 retry: RetryPolicy {
@@ -421,6 +554,16 @@ b0ba97ffbc3101024c31000100000301016b0176";
         assert_eq!(hex(&bytes), QUEUE);
     }
 
+    /// A store written before flow control still opens: its queue records
+    /// (version 2) read with no flow.
+    #[test]
+    fn queue_record_version_2_reads() {
+        let decoded: QueueRecord = decode_record(&unhex(QUEUE_V2)).expect("decode");
+        let mut expected = queue();
+        expected.config.flow = None;
+        assert_eq!(decoded, expected);
+    }
+
     /// A store written before push headers existed still opens: its queue
     /// records (version 1) read with no headers.
     #[test]
@@ -431,17 +574,25 @@ b0ba97ffbc3101024c31000100000301016b0176";
             .collect();
         let decoded: QueueRecord = decode_record(&bytes).expect("decode");
         let mut expected = queue();
+        expected.config.flow = None;
         if let Some(push) = expected.config.push.as_mut() {
             push.headers.clear();
         }
         assert_eq!(decoded, expected);
     }
 
-    /// version 02, lease_ms 30000, max_attempts 10, retry (1000, 3600000,
+    /// version 03, lease_ms 30000, max_attempts 10, retry (1000, 3600000,
     /// 2.0 as f64 LE), push Some(url, 5000, 16, secret Some("s"), headers
-    /// {authorization: "Bearer t"}), paused_until Some(u64::MAX), counts
-    /// (7, 1, 2).
-    const QUEUE: &str = "02b0ea010ae80780dddb0100000000000000400117687474703a2f2f3132372e302e\
+    /// {authorization: "Bearer t"}), flow Some(rate Some(50, 1000, 5),
+    /// key_rate None, concurrency Some(8), key_concurrency Some(1), ordered
+    /// true, max_deferrals 100), paused_until Some(u64::MAX), counts (7, 1,
+    /// 2).
+    const QUEUE: &str = "03b0ea010ae80780dddb0100000000000000400117687474703a2f2f3132372e302e\
+302e313a392f686f6f6b882710010173010d617574686f72697a6174696f6e084265617265722074010132e807\
+050001080101016401ffffffffffffffffff01070102";
+
+    /// The same queue as version 2 wrote it (no flow).
+    const QUEUE_V2: &str = "02b0ea010ae80780dddb0100000000000000400117687474703a2f2f3132372e302e\
 302e313a392f686f6f6b882710010173010d617574686f72697a6174696f6e08426561726572207401ffffffffffffffffff01070102";
 
     /// The same queue as version 1 wrote it (no headers).

@@ -33,7 +33,7 @@ impl State {
     ) -> BrokerResult<Delivery> {
         let payload = self.payload_of(store, rec.seq)?;
         Ok(Delivery {
-            key: None,
+            key: rec.key.clone(),
             queue,
             id: rec.id,
             seq: rec.seq,
@@ -96,6 +96,7 @@ impl State {
         let config_lease = self.queue(queue)?.record.config.lease_ms;
         let lease_ms = lease_ms.or(old.lease_ms).unwrap_or(config_lease);
         tx.reads_undurable |= self.write_pending(queue, &old.id);
+        self.flow_take(queue, &old, now);
         let mut new = old.clone();
         new.state = MessageState::Leased;
         new.attempts = new.attempts.saturating_add(1);
@@ -131,6 +132,8 @@ impl State {
             };
             let leased = self.lease_record(&queue, old, lease_ms, now, tx)?;
             out.push((queue, leased));
+            // The key's next message may go out in the same call.
+            self.refresh_flow(now, tx);
         }
         Ok(out)
     }
@@ -186,6 +189,9 @@ impl State {
         tx: &mut Tx,
     ) -> BrokerResult<()> {
         let rec = self.check_lease(store, queue, id, lease)?;
+        if nack.defer {
+            return self.defer(queue, rec, nack, now, tx);
+        }
         let failure = Failure {
             delay_ms: nack.delay_ms,
             priority: nack.priority,
@@ -193,6 +199,56 @@ impl State {
             timed_out: false,
         };
         self.fail(queue, rec, failure, now, tx)
+    }
+
+    /// A deferred delivery (nack `defer`): the attempt is given back and
+    /// the deferral rule of `delayd_core::flow` decides; the key (or the
+    /// queue) cools down until the message is due again.
+    fn defer(
+        &mut self,
+        queue: &QueueName,
+        old: MessageRecord,
+        nack: Nack,
+        now: u64,
+        tx: &mut Tx,
+    ) -> BrokerResult<()> {
+        let config = self.queue(queue)?.record.config.clone();
+        let Some(flow) = &config.flow else {
+            return Err(BrokerError::InvalidArgument(format!(
+                "defer: queue {queue} has no flow control (set its flow to defer deliveries)"
+            )));
+        };
+        let mut new = old.clone();
+        new.lease_until = None;
+        new.lease_id = None;
+        new.attempts = new.attempts.saturating_sub(1);
+        new.deferrals = new.deferrals.saturating_add(1);
+        if let Some(priority) = nack.priority {
+            new.priority = priority;
+        }
+        metrics::counter!(metric::FLOW_DEFERRALS_TOTAL, "queue" => queue.to_string()).increment(1);
+        let until = match flow.defer(&config.retry, new.deferrals, nack.delay_ms, now) {
+            delayd_core::Deferral::Dead => {
+                new.state = MessageState::Dead;
+                new.died_at = Some(now);
+                new.counters.buries += 1;
+                metrics::counter!(metric::DEAD_LETTERED_TOTAL, "queue" => queue.to_string())
+                    .increment(1);
+                None
+            }
+            delayd_core::Deferral::Again { deliver_at } => {
+                new.state = MessageState::Scheduled;
+                new.deliver_at = deliver_at;
+                Some(deliver_at)
+            }
+        };
+        let key = new.key.clone();
+        self.unlink(queue, &old.id);
+        self.place(queue, Some(&old), new, now, tx)?;
+        if let Some(until) = until {
+            self.cool_down(queue, key.as_ref(), until);
+        }
+        Ok(())
     }
 
     /// A failed delivery: back to scheduled after the delay or backoff, or
@@ -209,6 +265,8 @@ impl State {
         let mut new = old.clone();
         new.lease_until = None;
         new.lease_id = None;
+        // A failure ends a run of deferrals.
+        new.deferrals = 0;
         if let Some(priority) = failure.priority {
             new.priority = priority;
         }

@@ -106,6 +106,10 @@ impl Inner {
                         .map_err(RoundError::Heal)?;
                     continue;
                 }
+                flow @ (TimerTarget::FlowKey(..) | TimerTarget::FlowQueue(_)) => {
+                    state.flow_timer_fired(flow);
+                    continue;
+                }
             };
             if state.make_ready(&queue, &id, &mut tx) {
                 let lateness = now.saturating_sub(deadline) as f64 / 1000.0;

@@ -86,6 +86,7 @@ mod driver;
 pub mod error;
 mod fault;
 mod fire;
+mod flow;
 mod lease;
 mod messages;
 mod pipeline;

@@ -70,6 +70,8 @@ impl State {
             died_at: None,
             counters: MessageCounters::default(),
             headers: req.headers,
+            key: req.key,
+            deferrals: 0,
         };
         let key = codec::message_key(queue, &id);
         tx.ws.put(
@@ -155,6 +157,7 @@ impl State {
             let mut new = old.clone();
             new.state = MessageState::Ready;
             new.attempts = 0;
+            new.deferrals = 0;
             new.died_at = None;
             new.counters.kicks += 1;
             // Ready now: a redriven message is due at once.
@@ -185,8 +188,8 @@ impl State {
     ) -> BrokerResult<Message> {
         let payload = self.payload_of(store, rec.seq)?;
         Ok(Message {
-            deferrals: 0,
-            key: None,
+            deferrals: rec.deferrals,
+            key: rec.key,
             queue: queue.clone(),
             id: rec.id,
             seq: rec.seq,

@@ -90,12 +90,15 @@ fn recover(
     horizon_ms: u64,
 ) -> Result<RecoveryReport, StoreError> {
     let mut report = RecoveryReport::default();
+    // Flow buckets start empty now: a restart grants no burst.
+    state.opened_at = now;
     for (name, record) in store.all_queues()? {
         report.messages_on_disk +=
             record.counts.waiting + record.counts.leased + record.counts.dead;
-        state
-            .queues
-            .insert(name, crate::state::QueueState::new(record));
+        let flow = crate::flow::FlowMem::new(record.config.flow.as_ref(), now);
+        let mut queue = crate::state::QueueState::new(record);
+        queue.flow = flow;
+        state.queues.insert(name, queue);
     }
     let mut tx = Tx::default();
     // Horizon first: expired leases are placed relative to it.
@@ -121,6 +124,7 @@ fn recover(
         }
     }
     report.schedules_armed = state.load_schedules(store, now)?;
+    state.refresh_flow(now, &mut tx);
     state.absorb(tx);
     state.flush_pending(store)?;
     // Recovery's writes need no sync-thread round: `load` fsyncs them

@@ -62,7 +62,82 @@ impl StoredSchedule {
     }
 }
 
-impl codec::Record for StoredSchedule {}
+/// Version 2 added the template's flow `key`.
+impl codec::Record for StoredSchedule {
+    const VERSION: u8 = 2;
+
+    fn upgrade(version: u8, bytes: &[u8]) -> Option<Result<Self, StoreError>> {
+        (version == 1).then(|| {
+            postcard::from_bytes::<StoredScheduleV1>(bytes)
+                .map(StoredSchedule::from)
+                .map_err(|e| StoreError::Corrupt(format!("decode: {e}")))
+        })
+    }
+}
+
+/// [`StoredSchedule`] as version 1 stored it: templates without a key.
+#[derive(Deserialize)]
+struct StoredScheduleV1 {
+    revision: u64,
+    next_fire_at: Option<u64>,
+    fires: u64,
+    last_fire_at: Option<u64>,
+    since: u64,
+    definition: DefinitionV1,
+}
+
+#[derive(Deserialize)]
+struct DefinitionV1 {
+    recurrence: delayd_core::Recurrence,
+    start_at: u64,
+    end_at: Option<u64>,
+    max_fires: Option<u64>,
+    message: TemplateV1,
+    catchup: delayd_core::Catchup,
+    catchup_window_ms: u64,
+    overlap: delayd_core::Overlap,
+    jitter_ms: u64,
+    paused: bool,
+}
+
+#[derive(Deserialize)]
+struct TemplateV1 {
+    payload: Vec<u8>,
+    priority: Option<u32>,
+    headers: std::collections::BTreeMap<String, String>,
+    max_attempts: Option<u32>,
+}
+
+impl From<StoredScheduleV1> for StoredSchedule {
+    fn from(old: StoredScheduleV1) -> Self {
+        let d = old.definition;
+        StoredSchedule {
+            revision: old.revision,
+            next_fire_at: old.next_fire_at,
+            fires: old.fires,
+            last_fire_at: old.last_fire_at,
+            since: old.since,
+            definition: ScheduleDefinition {
+                recurrence: d.recurrence,
+                start_at: d.start_at,
+                end_at: d.end_at,
+                max_fires: d.max_fires,
+                message: delayd_core::MessageTemplate {
+                    payload: d.message.payload,
+                    priority: d.message.priority,
+                    headers: d.message.headers,
+                    max_attempts: d.message.max_attempts,
+                    key: None,
+                },
+                catchup: d.catchup,
+                catchup_window_ms: d.catchup_window_ms,
+                overlap: d.overlap,
+                jitter_ms: d.jitter_ms,
+                paused: d.paused,
+            },
+        }
+    }
+}
 
 /// `schedules` key of `(queue, id)`.
 pub(crate) fn schedule_key(queue: &QueueName, id: &ScheduleId) -> Vec<u8> {
@@ -91,7 +166,8 @@ pub(crate) fn decode_schedule(key: &[u8], value: &[u8]) -> Result<ScheduleRecord
 /// Only the head of a value (the rest is not decoded).
 pub(crate) fn decode_head(value: &[u8]) -> Result<ScheduleHead, StoreError> {
     match value.split_first() {
-        Some((&RECORD_VERSION, rest)) => postcard::take_from_bytes::<ScheduleHead>(rest)
+        // Every version so far starts with the same head.
+        Some((&(RECORD_VERSION | 2), rest)) => postcard::take_from_bytes::<ScheduleHead>(rest)
             .map(|(head, _)| head)
             .map_err(|e| StoreError::Corrupt(format!("decode schedule head: {e}"))),
         Some((v, _)) => Err(StoreError::Corrupt(format!("unknown record version {v}"))),
@@ -145,7 +221,7 @@ mod golden {
                 end_at: None,
                 max_fires: Some(3),
                 message: MessageTemplate {
-                    key: None,
+                    key: Some(delayd_core::FlowKey::new("t").expect("key")),
                     payload: b"go".to_vec(),
                     priority: Some(7),
                     headers: BTreeMap::from([("k".to_string(), "v".to_string())]),
@@ -165,13 +241,34 @@ mod golden {
         }
     }
 
-    /// version 01; revision 2, next_fire_at Some(varint), fires 1,
+    /// version 02; revision 2, next_fire_at Some(varint), fires 1,
     /// last_fire_at Some, since; definition: recurrence 0 (cron) "0 6 * *
     /// *" "UTC", start_at, end_at None, max_fires Some(3), message
-    /// (payload "go", priority Some(7), headers {k: v}, max_attempts None),
+    /// (payload "go", priority Some(7), headers {k: v}, max_attempts None,
+    /// key Some("t")),
     /// catchup 1 (all), window 3600000, overlap 1 (skip), jitter 0,
     /// paused false.
-    const SCHEDULE: &str = "0102018086dcb5bd31010180cec28cbd3180d095ffbc310009302036202a202a\
+    const SCHEDULE: &str = "0202018086dcb5bd31010180cec28cbd3180d095ffbc310009302036202a202a\
+202a0355544380d095ffbc3100010302676f010701016b017600010174\
+0180dddb01010000";
+
+    /// A store written before flow control still opens: its schedules
+    /// (version 1) read with no template key, and their heads too.
+    #[test]
+    fn schedule_record_version_1_reads() {
+        let bytes: Vec<u8> = (0..SCHEDULE_V1.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&SCHEDULE_V1[i..i + 2], 16).expect("hex"))
+            .collect();
+        let key = schedule_key(&record().queue, &record().id);
+        let mut expected = record();
+        expected.definition.message.key = None;
+        assert_eq!(decode_schedule(&key, &bytes).expect("decode"), expected);
+        assert_eq!(decode_head(&bytes).expect("head").revision, 2);
+    }
+
+    /// The same schedule as version 1 wrote it (no template key).
+    const SCHEDULE_V1: &str = "0102018086dcb5bd31010180cec28cbd3180d095ffbc310009302036202a202a\
 202a0355544380d095ffbc3100010302676f010701016b0176000180dddb01010000";
 
     #[test]

@@ -14,19 +14,20 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use delayd_core::{
-    BrokerError, BrokerResult, MessageId, MessageState, QueueConfig, QueueInfo, QueueName,
+    BrokerError, BrokerResult, FlowKey, MessageId, MessageState, QueueConfig, QueueInfo, QueueName,
     ScheduleId, DEFAULT_PRIORITY,
 };
 
 use crate::codec::{self, MessageRecord, QueueRecord};
 use crate::error::StoreError;
+use crate::flow::FlowMem;
 use crate::schedules::ArmedSchedule;
 use crate::store::{Space, Store, WriteSet};
 use crate::timers::Timers;
 use crate::waiters::Waiters;
 
 /// Ready messages of a queue in delivery order: (priority, deliver_at, seq).
-type ReadyKey = (u32, u64, u64);
+pub(crate) type ReadyKey = (u32, u64, u64);
 
 pub(crate) struct QueueState {
     pub record: QueueRecord,
@@ -39,6 +40,8 @@ pub(crate) struct QueueState {
     /// finished), with their timer; the records themselves are on disk
     /// only (`schedules` keyspace), read when one fires.
     pub schedules: HashMap<ScheduleId, ArmedSchedule>,
+    /// Flow control's memory (module `flow`); empty without `flow`.
+    pub flow: FlowMem,
 }
 
 impl QueueState {
@@ -58,6 +61,7 @@ impl QueueState {
             ready: BTreeMap::new(),
             ready_urgent: 0,
             schedules: HashMap::new(),
+            flow: FlowMem::default(),
         }
     }
 
@@ -67,6 +71,7 @@ impl QueueState {
 
     pub fn info(&self, name: &QueueName, now: u64) -> QueueInfo {
         let paused = self.paused(now);
+        let (flow_keys, cooling_keys) = crate::flow::key_counts(self, now);
         QueueInfo {
             name: name.clone(),
             config: self.record.config.clone(),
@@ -75,10 +80,17 @@ impl QueueState {
                 .record
                 .paused_until
                 .filter(|&until| paused && until != u64::MAX),
-            stats: self
-                .record
-                .stats(self.ready.len() as u64, self.ready_urgent),
+            stats: delayd_core::QueueStats {
+                flow_keys,
+                cooling_keys,
+                ..self.record.stats(self.ready_len(), self.ready_urgent)
+            },
         }
+    }
+
+    /// Ready messages, parked ones (held back by their key) included.
+    pub fn ready_len(&self) -> u64 {
+        (self.ready.len() + self.flow.parked.len()) as u64
     }
 }
 
@@ -115,6 +127,11 @@ pub(crate) enum TimerTarget {
     /// A schedule's cursor; keyed by [`ArmedSchedule::timer`], from
     /// [`SCHEDULE_TIMERS`] up, so that it never meets a seq.
     Schedule(QueueName, ScheduleId),
+    /// A flow key's hold ends (or its state may be forgotten); keyed from
+    /// [`crate::flow::FLOW_TIMERS`] up.
+    FlowKey(QueueName, FlowKey),
+    /// A queue's own flow gate opens (rate, cooldown).
+    FlowQueue(QueueName),
 }
 
 /// First timer key of schedules: seqs stay far below 2^63.
@@ -158,6 +175,14 @@ pub(crate) struct State {
     /// they still need the group's fsync).
     pub sync_needed: bool,
     pub waiters: Waiters,
+    /// Wall time of the broker's open: flow buckets start empty then.
+    pub opened_at: u64,
+    /// Flow keys and queues whose state changed since the last
+    /// `refresh_flow`.
+    pub flow_dirty: BTreeSet<(QueueName, FlowKey)>,
+    pub flow_queues_dirty: BTreeSet<QueueName>,
+    /// The next flow timer key to hand out.
+    pub next_flow_timer: u64,
 }
 
 fn store_err(e: StoreError) -> BrokerError {
@@ -184,6 +209,10 @@ impl State {
             group: 1,
             sync_needed: false,
             waiters: Waiters::default(),
+            opened_at: 0,
+            flow_dirty: BTreeSet::new(),
+            flow_queues_dirty: BTreeSet::new(),
+            next_flow_timer: crate::flow::FLOW_TIMERS,
         }
     }
 
@@ -201,12 +230,15 @@ impl State {
     }
 
     pub fn create_queue(&mut self, name: &QueueName, config: QueueConfig, tx: &mut Tx) {
+        let flow = FlowMem::new(config.flow.as_ref(), self.opened_at);
         let record = QueueRecord {
             config,
             paused_until: None,
             counts: Default::default(),
         };
-        self.queues.insert(name.clone(), QueueState::new(record));
+        let mut queue = QueueState::new(record);
+        queue.flow = flow;
+        self.queues.insert(name.clone(), queue);
         tx.dirty.insert(name.clone());
     }
 
@@ -368,7 +400,8 @@ impl State {
         let Some(rec) = q.messages.remove(id) else {
             return;
         };
-        if rec.state == MessageState::Ready {
+        let keyed = crate::flow::keyed(q, &rec).is_some();
+        if rec.state == MessageState::Ready && !keyed {
             let removed = q.ready.remove(&(rec.priority, rec.deliver_at, rec.seq));
             debug_assert!(
                 removed.is_some(),
@@ -379,6 +412,7 @@ impl State {
             }
         }
         self.timers.cancel(rec.seq);
+        self.flow_unindex(queue, &rec);
     }
 
     /// Records `new` (replacing `old`, both as they were before the call)
@@ -399,8 +433,11 @@ impl State {
             };
         }
         tx.ws.message(queue, old, Some(&new)).map_err(store_err)?;
+        // A message that holds its flow key stays in memory (and pinned on
+        // disk): an ordered key must know its next message.
         let in_memory = new.stored_state() != MessageState::Scheduled
-            || (new.deliver_at, new.seq) < self.loaded;
+            || (new.deliver_at, new.seq) < self.loaded
+            || new.holds_key();
         let timer = match new.state {
             MessageState::Scheduled => Some(new.deliver_at),
             MessageState::Leased => new.lease_until,
@@ -412,18 +449,47 @@ impl State {
         if !in_memory {
             return Ok(());
         }
-        if new.state == MessageState::Ready {
-            insert_ready(q, &new);
-            if waited_on {
-                tx.note_ready(queue);
+        self.index(queue, new, timer, waited_on, now, tx);
+        Ok(())
+    }
+
+    /// Puts a record that is in memory from now on into the ready set (or
+    /// parks it by flow key), its timer and its flow counts.
+    fn index(
+        &mut self,
+        queue: &QueueName,
+        rec: MessageRecord,
+        timer: Option<u64>,
+        waited_on: bool,
+        now: u64,
+        tx: &mut Tx,
+    ) {
+        let Some(q) = self.queues.get_mut(queue) else {
+            return;
+        };
+        let flow_key = crate::flow::keyed(q, &rec).cloned();
+        if rec.state == MessageState::Ready {
+            match &flow_key {
+                Some(key) => {
+                    let rk = (rec.priority, rec.deliver_at, rec.seq);
+                    q.flow.parked.insert((key.clone(), rk), rec.id.clone());
+                }
+                None => {
+                    insert_ready(q, &rec);
+                    if waited_on {
+                        tx.note_ready(queue);
+                    }
+                }
             }
         }
-        let key = (new.seq, queue.clone(), new.id.clone());
-        q.messages.insert(new.id.clone(), new);
-        if let Some(deadline) = timer {
-            self.arm(key.0, deadline, (key.1, key.2), now, tx);
+        self.flow_index(queue, &rec);
+        let (seq, id) = (rec.seq, rec.id.clone());
+        if let Some(q) = self.queues.get_mut(queue) {
+            q.messages.insert(id.clone(), rec);
         }
-        Ok(())
+        if let Some(deadline) = timer {
+            self.arm(seq, deadline, (queue.clone(), id), now, tx);
+        }
     }
 
     fn arm(
@@ -476,16 +542,15 @@ impl State {
             MessageState::Leased => rec.lease_until,
             _ => None,
         };
-        if rec.state == MessageState::Ready {
-            insert_ready(q, &rec);
-            if waited_on {
-                tx.note_ready(queue);
-            }
-        }
-        let (seq, id) = (rec.seq, rec.id.clone());
-        q.messages.insert(id.clone(), rec);
-        if let Some(deadline) = timer {
-            self.arm(seq, deadline, (queue.clone(), id), now, tx);
+        // A deferred message is due when its key's cooldown ends: the
+        // cooldown comes back with it after a restart.
+        let cooling = (rec.deferrals > 0
+            && rec.state == MessageState::Scheduled
+            && q.record.config.flow.is_some())
+        .then(|| (rec.key.clone(), rec.deliver_at));
+        self.index(queue, rec, timer, waited_on, now, tx);
+        if let Some((key, until)) = cooling {
+            self.cool_down(queue, key.as_ref(), until);
         }
     }
 
@@ -504,9 +569,14 @@ impl State {
         }
         rec.state = MessageState::Ready;
         let rec = rec.clone();
-        insert_ready(q, &rec);
-        if waited_on {
-            tx.note_ready(queue);
+        match crate::flow::keyed(q, &rec).cloned() {
+            Some(key) => self.park(queue, &key, &rec),
+            None => {
+                insert_ready(q, &rec);
+                if waited_on {
+                    tx.note_ready(queue);
+                }
+            }
         }
         true
     }
@@ -520,6 +590,10 @@ impl State {
                 continue;
             };
             if q.paused(now) {
+                continue;
+            }
+            let flow = q.record.config.flow.as_ref();
+            if flow.is_some_and(|flow| flow.admit_queue(&q.flow.gate, now).is_err()) {
                 continue;
             }
             if let Some((key, id)) = q.ready.first_key_value() {

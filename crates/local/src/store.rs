@@ -79,7 +79,8 @@ impl WriteSet {
 
     /// Records the index changes of a message going from `old` to `new`
     /// (`None`: absent). The `due` index holds exactly the stored-scheduled
-    /// messages, `pinned` exactly the leased and dead ones.
+    /// messages, `pinned` exactly the leased and dead ones and the
+    /// scheduled ones that hold their flow key.
     pub fn message(
         &mut self,
         queue: &QueueName,
@@ -93,7 +94,10 @@ impl WriteSet {
         if let Some(old) = old {
             match old.stored_state() {
                 MessageState::Scheduled => {
-                    self.delete(Space::Due, codec::due_key(old.deliver_at, old.seq))
+                    self.delete(Space::Due, codec::due_key(old.deliver_at, old.seq));
+                    if old.holds_key() {
+                        self.delete(Space::Pinned, codec::seq_key(old.seq));
+                    }
                 }
                 _ => self.delete(Space::Pinned, codec::seq_key(old.seq)),
             }
@@ -103,11 +107,18 @@ impl WriteSet {
                 let mut stored = new.clone();
                 stored.state = new.stored_state();
                 match stored.state {
-                    MessageState::Scheduled => self.put(
-                        Space::Due,
-                        codec::due_key(new.deliver_at, new.seq),
-                        key.clone(),
-                    ),
+                    MessageState::Scheduled => {
+                        self.put(
+                            Space::Due,
+                            codec::due_key(new.deliver_at, new.seq),
+                            key.clone(),
+                        );
+                        // A message holding its flow key is pinned too: it
+                        // is loaded at start wherever its due time is.
+                        if new.holds_key() {
+                            self.put(Space::Pinned, codec::seq_key(new.seq), key.clone());
+                        }
+                    }
                     _ => self.put(Space::Pinned, codec::seq_key(new.seq), key.clone()),
                 }
                 self.put(Space::Messages, key, codec::encode_record(&stored)?);

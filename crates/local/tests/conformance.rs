@@ -36,3 +36,4 @@ delayd_core::conformance_tests!(virtual_time | clock | fresh(clock));
 delayd_core::conformance_tests_extended!(virtual_time | clock | fresh(clock));
 delayd_core::conformance_tests_schedules!(virtual_time | clock | fresh(clock));
 delayd_core::conformance_tests_schedules_extended!(virtual_time | clock | fresh(clock));
+delayd_core::conformance_tests_flow!(virtual_time | clock | fresh(clock));

@@ -105,6 +105,7 @@ async fn check_store(
     config.clock = std::sync::Arc::new(ManualClock::new(0));
     let broker = LocalBroker::open(config).await.expect("reopen");
     check_schedules(&broker, fired).await;
+    check_flow(&broker).await;
     let queue = QueueName::new("crash").unwrap();
     let mut max_seq = max_seq_before;
     for (id, seq) in &acked.enqueued {
@@ -162,6 +163,45 @@ async fn check_store(
     broker.shutdown().await.expect("shutdown");
     drop(broker);
     max_seq
+}
+
+/// The ordered flow queue `crash-flow` after a kill: no slot outlived its
+/// lease (nothing is leased after the restart, and the key's slot is
+/// free: the keys hold no leased count), and no ordered key ever had two
+/// messages out at once (at most one message of a key was delivered and
+/// came back: its holder, which stays its next message across restarts).
+async fn check_flow(broker: &LocalBroker) {
+    let queue = QueueName::new("crash-flow").unwrap();
+    let Ok(info) = broker.get_queue(&queue).await else {
+        return; // the first child was killed before it made the queue
+    };
+    assert_eq!(info.stats.leased, 0, "a lease outlived the kill: {info:?}");
+    let mut holders: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (state, messages) in list_by_state(broker, &queue, u32::MAX).await {
+        for m in messages {
+            let key = m.key.clone().expect("every crash-flow message has a key");
+            if state != MessageState::Dead && (m.attempts > 0 || m.deferrals > 0) {
+                holders
+                    .entry(key.to_string())
+                    .or_default()
+                    .push(m.id.to_string());
+            }
+        }
+    }
+    for (key, held) in &holders {
+        assert!(
+            held.len() <= 1,
+            "ordered key {key} had several messages out at once: {held:?}"
+        );
+        let info = broker
+            .key_info(&queue, &delayd_core::FlowKey::new(key.as_str()).unwrap())
+            .await
+            .expect("key_info");
+        assert_eq!(
+            info.leased, 0,
+            "a slot of {key} outlived its lease: {info:?}"
+        );
+    }
 }
 
 /// (schedule id, fire time) -> seq of its message, over all rounds.

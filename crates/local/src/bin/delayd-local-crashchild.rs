@@ -16,6 +16,7 @@
 //! milliseconds (and, after each restart, the fire times that passed while
 //! the child was down are caught up): the parent checks that each fire
 //! time's message exists iff the schedule's cursor moved past it.
+//! Beside both, `flow_worker` drives an ordered flow queue (`crash-flow`).
 //! Usage: `delayd-local-crashchild <data-dir> <id-prefix> <schedule-start-ms>`.
 
 use std::collections::VecDeque;
@@ -23,8 +24,9 @@ use std::io::Write;
 use std::sync::Arc;
 
 use delayd_core::{
-    Broker, Catchup, EnqueueOptions, EnqueueRequest, LeaseRequest, MessageId, MessageTemplate,
-    Overlap, PipelinedCall, PipelinedResult, QueueName, Recurrence, ScheduleDefinition, ScheduleId,
+    Broker, Catchup, EnqueueOptions, EnqueueRequest, FlowConfig, FlowKey, LeaseRequest, MessageId,
+    MessageTemplate, Nack, Overlap, PipelinedCall, PipelinedResult, QueueConfigPatch, QueueName,
+    Recurrence, ScheduleDefinition, ScheduleId,
 };
 use delayd_local::{LocalBroker, LocalConfig};
 
@@ -167,6 +169,69 @@ async fn consumer(broker: Arc<LocalBroker>, queue: QueueName) {
     }
 }
 
+/// Keys of the flow-controlled queue `crash-flow`.
+const FLOW_KEYS: u64 = 5;
+
+/// Load on `crash-flow`, a queue with `flow: {ordered: true}`: enqueues
+/// keyed messages, leases them (long leases) and, in turn, acks one,
+/// nacks one (it holds its key) and keeps one leased (its slot is taken
+/// when the kill comes). The parent checks after each restart that no
+/// slot outlived its lease and that no ordered key ever had two messages
+/// out at once.
+async fn flow_worker(broker: Arc<LocalBroker>, prefix: String) {
+    let Ok(queue) = QueueName::new("crash-flow") else {
+        return;
+    };
+    let flow = FlowConfig {
+        ordered: true,
+        ..FlowConfig::default()
+    };
+    let patch = QueueConfigPatch {
+        flow: Some(Some(flow)),
+        ..QueueConfigPatch::default()
+    };
+    if broker.put_queue(&queue, patch).await.is_err() {
+        return;
+    }
+    for i in 0u64.. {
+        let (Ok(id), Ok(key)) = (
+            MessageId::new(format!("{prefix}-f{i}")),
+            FlowKey::new(format!("k{}", i % FLOW_KEYS)),
+        ) else {
+            return;
+        };
+        let request = EnqueueRequest {
+            id: Some(id),
+            key: Some(key),
+            ..EnqueueRequest::default()
+        };
+        let _ = broker
+            .enqueue(&queue, vec![request], EnqueueOptions::default())
+            .await;
+        let lease = LeaseRequest {
+            max: 3,
+            wait_ms: 0,
+            lease_ms: Some(600_000),
+        };
+        let Ok(deliveries) = broker.lease(std::slice::from_ref(&queue), lease).await else {
+            continue;
+        };
+        for (n, d) in deliveries.iter().enumerate() {
+            let _ = match (i + n as u64) % 3 {
+                0 => broker.ack(&queue, &d.id, &d.lease_id).await,
+                1 => {
+                    let nack = Nack {
+                        delay_ms: Some(5),
+                        ..Nack::default()
+                    };
+                    broker.nack(&queue, &d.id, &d.lease_id, nack).await
+                }
+                _ => Ok(()),
+            };
+        }
+    }
+}
+
 /// Puts the schedules (the same definitions every run: a repeated put
 /// changes nothing). `catchup: all` with a day's window, so that no fire
 /// time is ever missed and the fired times of each schedule are exactly
@@ -237,7 +302,8 @@ async fn main() {
     let consumers: Vec<_> = (0..CONSUMERS)
         .map(|_| tokio::spawn(consumer(Arc::clone(&broker), queue.clone())))
         .collect();
-    for task in tasks.into_iter().chain(consumers) {
+    let flow = tokio::spawn(flow_worker(Arc::clone(&broker), prefix.clone()));
+    for task in tasks.into_iter().chain(consumers).chain([flow]) {
         let _ = task.await;
     }
 }

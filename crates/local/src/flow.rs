@@ -1,0 +1,505 @@
+//! LocalBroker's flow control: the memory the gate (`delayd_core::flow`)
+//! works on, kept so that a held-back message costs nothing while it waits.
+//!
+//! A queue with `flow` keeps its keyed ready messages *parked* by (key,
+//! delivery order). Of each key at most one message, its *head*, is in the
+//! queue's ready set, and only while the key may deliver (a token, a free
+//! slot, no cooldown, and with `ordered` the key's next message). So a
+//! lease looks at the ready set exactly as without flow: a key with a
+//! million ready messages is one entry there, and a held key is none.
+//! Messages without a key go to the ready set directly. The queue's own
+//! limits are checked in `State::first_ready`.
+//!
+//! Nothing polls. A key held until a time (rate, cooldown) has one timer
+//! in the wheel; a key held by its slots is looked at again when one of its
+//! leases ends (`unlink` of a leased message marks it). The counts of
+//! leased messages (the slots) change only in `index`/`unindex`, which
+//! `place`, `load` and `unlink` call, so every end of a lease frees its slot.
+//!
+//! A restart starts every bucket empty at the restart (`Bucket::empty`), so
+//! no restart grants a burst beyond `burst`. Cooldowns come back from the
+//! deferred messages themselves (a deferred message is due when its key's
+//! cooldown ends), and an ordered key's holder is pinned in memory and on
+//! disk (`pinned`), so it is its key's next message after a restart too.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use delayd_core::{metric, Bucket, FlowConfig, FlowKey, GateState, KeyInfo, MessageId, QueueName};
+
+use crate::codec::MessageRecord;
+use crate::state::{QueueState, ReadyKey, State, TimerTarget, Tx};
+
+/// First timer key of flow timers: below the schedules' ([`crate::state::SCHEDULE_TIMERS`]),
+/// far above any seq.
+pub(crate) const FLOW_TIMERS: u64 = 1 << 62;
+
+/// A queue's flow memory (empty for a queue without `flow`).
+#[derive(Default)]
+pub(crate) struct FlowMem {
+    /// The queue's bucket, leased count and cooldown.
+    pub gate: GateState,
+    pub keys: HashMap<FlowKey, KeyMem>,
+    /// Ready messages of keys that are not their key's head in the ready
+    /// set, by key then delivery order.
+    pub parked: BTreeMap<(FlowKey, ReadyKey), MessageId>,
+    /// The queue's timer (its gate opens by time), as (timer key, deadline).
+    pub timer: Option<(u64, u64)>,
+}
+
+/// One key's state.
+#[derive(Default)]
+pub(crate) struct KeyMem {
+    pub gate: GateState,
+    /// Its messages in memory, in any state.
+    pub live: u32,
+    /// Its message in the queue's ready set, if any.
+    pub head: Option<ReadyKey>,
+    /// A message of the key that was delivered and came back (see
+    /// `MessageRecord::holds_key`).
+    pub holder: Option<MessageId>,
+    /// Its timer, as (timer key, deadline).
+    pub timer: Option<(u64, u64)>,
+}
+
+impl FlowMem {
+    /// Flow memory for a queue with `config`, its bucket empty at the
+    /// broker's open (`opened_at`): a restart grants no burst.
+    pub fn new(config: Option<&FlowConfig>, opened_at: u64) -> Self {
+        let mut mem = Self::default();
+        if let Some(rate) = config.and_then(|f| f.rate.as_ref()) {
+            mem.gate.bucket = Bucket::empty(rate, opened_at);
+        }
+        mem
+    }
+}
+
+/// Whether a message of `q` is parked by key rather than put in the ready
+/// set directly.
+pub(crate) fn keyed<'a>(q: &QueueState, rec: &'a MessageRecord) -> Option<&'a FlowKey> {
+    q.record.config.flow.as_ref().and(rec.key.as_ref())
+}
+
+impl State {
+    /// Counts `rec` (entering memory in its state) in its queue's and key's
+    /// flow memory. Called by `place` and `load`.
+    pub(crate) fn flow_index(&mut self, queue: &QueueName, rec: &MessageRecord) {
+        let opened_at = self.opened_at;
+        let Some(q) = self.queues.get_mut(queue) else {
+            return;
+        };
+        let Some(flow) = q.record.config.flow.clone() else {
+            return;
+        };
+        let leased = rec.state == delayd_core::MessageState::Leased;
+        if leased {
+            q.flow.gate.leased += 1;
+        }
+        let Some(key) = &rec.key else {
+            return;
+        };
+        let km = q.flow.keys.entry(key.clone()).or_insert_with(|| {
+            let mut km = KeyMem::default();
+            if let Some(rate) = &flow.key_rate {
+                km.gate.bucket = Bucket::empty(rate, opened_at);
+            }
+            km
+        });
+        km.live += 1;
+        if leased {
+            km.gate.leased += 1;
+        }
+        if rec.holds_key() && km.holder.is_none() {
+            km.holder = Some(rec.id.clone());
+        }
+        self.flow_dirty.insert((queue.clone(), key.clone()));
+    }
+
+    /// Takes `rec` (leaving memory) out of its flow memory. Called by
+    /// `unlink`: a lease that ends frees its slots here.
+    pub(crate) fn flow_unindex(&mut self, queue: &QueueName, rec: &MessageRecord) {
+        let Some(q) = self.queues.get_mut(queue) else {
+            return;
+        };
+        if q.record.config.flow.is_none() {
+            return;
+        }
+        let leased = rec.state == delayd_core::MessageState::Leased;
+        if leased {
+            q.flow.gate.leased = q.flow.gate.leased.saturating_sub(1);
+            self.flow_queues_dirty.insert(queue.clone());
+        }
+        let Some(key) = &rec.key else {
+            return;
+        };
+        if let Some(km) = q.flow.keys.get_mut(key) {
+            km.live = km.live.saturating_sub(1);
+            if leased {
+                km.gate.leased = km.gate.leased.saturating_sub(1);
+            }
+            if km.holder.as_ref() == Some(&rec.id) {
+                km.holder = None;
+            }
+            if rec.state == delayd_core::MessageState::Ready {
+                let rk = (rec.priority, rec.deliver_at, rec.seq);
+                if km.head == Some(rk) {
+                    km.head = None;
+                    let removed = q.ready.remove(&rk);
+                    debug_assert!(removed.is_some(), "head of {key} missing from ready set");
+                    if rk.0 < delayd_core::DEFAULT_PRIORITY {
+                        q.ready_urgent -= 1;
+                    }
+                } else {
+                    q.flow.parked.remove(&(key.clone(), rk));
+                }
+            }
+        }
+        self.flow_dirty.insert((queue.clone(), key.clone()));
+    }
+
+    /// Parks a ready keyed message (instead of the ready set). Its key is
+    /// looked at again by the next [`refresh_flow`](Self::refresh_flow).
+    pub(crate) fn park(&mut self, queue: &QueueName, key: &FlowKey, rec: &MessageRecord) {
+        if let Some(q) = self.queues.get_mut(queue) {
+            let rk = (rec.priority, rec.deliver_at, rec.seq);
+            q.flow.parked.insert((key.clone(), rk), rec.id.clone());
+        }
+        self.flow_dirty.insert((queue.clone(), key.clone()));
+    }
+
+    /// Looks again at every key and queue whose flow state changed since
+    /// the last look: promotes or demotes key heads, arms the timers of
+    /// holds that time ends, forgets keys that are done, and notes queues
+    /// whose waiting lease calls may now be served.
+    pub(crate) fn refresh_flow(&mut self, now: u64, tx: &mut Tx) {
+        for (queue, key) in std::mem::take(&mut self.flow_dirty) {
+            self.refresh_key(&queue, &key, now, tx);
+        }
+        for queue in std::mem::take(&mut self.flow_queues_dirty) {
+            self.arm_queue_gate(&queue, now, tx);
+            if self.waiters.waiting_on(&queue)
+                && self
+                    .first_ready(std::slice::from_ref(&queue), now)
+                    .is_some()
+            {
+                tx.note_ready(&queue);
+            }
+        }
+    }
+
+    fn refresh_key(&mut self, queue: &QueueName, key: &FlowKey, now: u64, tx: &mut Tx) {
+        let waited_on = self.waiters.waiting_on(queue);
+        let Some(q) = self.queues.get_mut(queue) else {
+            return;
+        };
+        let Some(flow) = q.record.config.flow.clone() else {
+            return;
+        };
+        let Some(km) = q.flow.keys.get_mut(key) else {
+            return;
+        };
+        // Demote the current head, then choose again from scratch.
+        if let Some(rk) = km.head.take() {
+            if let Some(id) = q.ready.remove(&rk) {
+                if rk.0 < delayd_core::DEFAULT_PRIORITY {
+                    q.ready_urgent -= 1;
+                }
+                q.flow.parked.insert((key.clone(), rk), id);
+            }
+        }
+        let candidate = next_of_key(&q.flow.parked, &q.messages, &flow, km, key);
+        let mut wake = None;
+        if let Some(rk) = candidate {
+            match flow.admit_key(&km.gate, now) {
+                Ok(()) => {
+                    if let Some(id) = q.flow.parked.remove(&(key.clone(), rk)) {
+                        q.ready.insert(rk, id);
+                        if rk.0 < delayd_core::DEFAULT_PRIORITY {
+                            q.ready_urgent += 1;
+                        }
+                        km.head = Some(rk);
+                        if waited_on {
+                            tx.note_ready(queue);
+                        }
+                    }
+                }
+                Err(hold) => {
+                    metrics::counter!(metric::FLOW_HELD_TOTAL,
+                        "queue" => queue.to_string(), "reason" => hold.reason())
+                    .increment(1);
+                    wake = hold.until();
+                }
+            }
+        }
+        let forget = km.live == 0 && km.gate.is_idle(now);
+        if km.live == 0 && !forget {
+            wake = Some(wake.map_or(km.gate.idle_at(), |w| w.min(km.gate.idle_at())));
+        }
+        let old_timer = km.timer;
+        if forget {
+            q.flow.keys.remove(key);
+            if let Some((id, _)) = old_timer {
+                self.timers.cancel(id);
+            }
+            return;
+        }
+        let target = TimerTarget::FlowKey(queue.clone(), key.clone());
+        let timer = self.rearm(old_timer, wake, target, now, tx);
+        if let Some(km) = self
+            .queues
+            .get_mut(queue)
+            .and_then(|q| q.flow.keys.get_mut(key))
+        {
+            km.timer = timer;
+        }
+    }
+
+    /// Arms (or drops) the queue's timer for when its own gate opens by
+    /// time (rate, cooldown).
+    fn arm_queue_gate(&mut self, queue: &QueueName, now: u64, tx: &mut Tx) {
+        let Some(q) = self.queues.get(queue) else {
+            return;
+        };
+        let Some(flow) = &q.record.config.flow else {
+            return;
+        };
+        let wake = flow
+            .admit_queue(&q.flow.gate, now)
+            .err()
+            .and_then(|hold| hold.until());
+        let old = q.flow.timer;
+        let timer = self.rearm(old, wake, TimerTarget::FlowQueue(queue.clone()), now, tx);
+        if let Some(q) = self.queues.get_mut(queue) {
+            q.flow.timer = timer;
+        }
+    }
+
+    /// Keeps one timer at `wake` (cancelling `old` when it differs).
+    fn rearm(
+        &mut self,
+        old: Option<(u64, u64)>,
+        wake: Option<u64>,
+        target: TimerTarget,
+        now: u64,
+        tx: &mut Tx,
+    ) -> Option<(u64, u64)> {
+        if old.map(|(_, at)| at) == wake {
+            return old;
+        }
+        if let Some((id, _)) = old {
+            self.timers.cancel(id);
+        }
+        let at = wake?;
+        let id = self.next_flow_timer;
+        self.next_flow_timer += 1;
+        if self.timers.insert(id, at, target, now) {
+            tx.wake_driver = true;
+        }
+        Some((id, at))
+    }
+
+    /// A flow timer fired: look at its key or queue again.
+    pub(crate) fn flow_timer_fired(&mut self, target: TimerTarget) {
+        match target {
+            TimerTarget::FlowKey(queue, key) => {
+                if let Some(km) = self
+                    .queues
+                    .get_mut(&queue)
+                    .and_then(|q| q.flow.keys.get_mut(&key))
+                {
+                    km.timer = None;
+                }
+                self.flow_dirty.insert((queue, key));
+            }
+            TimerTarget::FlowQueue(queue) => {
+                if let Some(q) = self.queues.get_mut(&queue) {
+                    q.flow.timer = None;
+                }
+                self.flow_queues_dirty.insert(queue);
+            }
+            _ => {}
+        }
+    }
+
+    /// Spends the tokens of a delivery of `rec` from `queue` at `now`
+    /// (the caller admitted it).
+    pub(crate) fn flow_take(&mut self, queue: &QueueName, rec: &MessageRecord, now: u64) {
+        let Some(q) = self.queues.get_mut(queue) else {
+            return;
+        };
+        let Some(flow) = q.record.config.flow.clone() else {
+            return;
+        };
+        let key_gate = rec
+            .key
+            .as_ref()
+            .and_then(|k| q.flow.keys.get_mut(k))
+            .map(|km| &mut km.gate);
+        flow.take(&mut q.flow.gate, key_gate, now);
+        self.flow_queues_dirty.insert(queue.clone());
+    }
+
+    /// A deferral at `now` until `until`: the key (without one, the queue)
+    /// cools down until then.
+    pub(crate) fn cool_down(&mut self, queue: &QueueName, key: Option<&FlowKey>, until: u64) {
+        let Some(q) = self.queues.get_mut(queue) else {
+            return;
+        };
+        let gate = match key {
+            Some(key) => match q.flow.keys.get_mut(key) {
+                Some(km) => &mut km.gate,
+                None => return,
+            },
+            None => &mut q.flow.gate,
+        };
+        gate.cooling_until = gate.cooling_until.max(until);
+        match key {
+            Some(key) => {
+                self.flow_dirty.insert((queue.clone(), key.clone()));
+            }
+            None => {
+                self.flow_queues_dirty.insert(queue.clone());
+            }
+        }
+    }
+
+    /// Rebuilds a queue's flow memory after its `flow` changed: keeps the
+    /// buckets and cooldowns of the keys that stay, re-derives every count
+    /// from the messages in memory, and sorts the ready messages again.
+    pub(crate) fn rebuild_flow(&mut self, queue: &QueueName, now: u64, tx: &mut Tx) {
+        let opened_at = self.opened_at;
+        let Some(q) = self.queues.get_mut(queue) else {
+            return;
+        };
+        let old = std::mem::take(&mut q.flow);
+        for (id, _) in old.keys.values().filter_map(|k| k.timer) {
+            self.timers.cancel(id);
+        }
+        if let Some((id, _)) = old.timer {
+            self.timers.cancel(id);
+        }
+        let Some(q) = self.queues.get_mut(queue) else {
+            return;
+        };
+        let mut fresh = FlowMem::new(q.record.config.flow.as_ref(), opened_at);
+        fresh.gate.bucket = old.gate.bucket;
+        fresh.gate.cooling_until = old.gate.cooling_until;
+        q.flow = fresh;
+        // Every ready message back in the ready set, then sorted anew.
+        for (k, id) in old.parked {
+            q.ready.insert(k.1, id);
+            if k.1 .0 < delayd_core::DEFAULT_PRIORITY {
+                q.ready_urgent += 1;
+            }
+        }
+        let records: Vec<MessageRecord> = q.messages.values().cloned().collect();
+        let ready_keyed: Vec<(ReadyKey, FlowKey)> = records
+            .iter()
+            .filter(|r| r.state == delayd_core::MessageState::Ready)
+            .filter_map(|r| keyed(q, r).map(|k| ((r.priority, r.deliver_at, r.seq), k.clone())))
+            .collect();
+        for (rk, key) in ready_keyed {
+            if let Some(id) = q.ready.remove(&rk) {
+                if rk.0 < delayd_core::DEFAULT_PRIORITY {
+                    q.ready_urgent -= 1;
+                }
+                q.flow.parked.insert((key, rk), id);
+            }
+        }
+        for rec in &records {
+            self.flow_index(queue, rec);
+        }
+        if let Some(q) = self.queues.get_mut(queue) {
+            for (key, kept) in old.keys {
+                if let Some(km) = q.flow.keys.get_mut(&key) {
+                    km.gate.bucket = kept.gate.bucket;
+                    km.gate.cooling_until = kept.gate.cooling_until;
+                }
+            }
+        }
+        self.flow_queues_dirty.insert(queue.clone());
+        self.refresh_flow(now, tx);
+    }
+
+    /// `GET /v1/queues/{queue}/keys/{key}` from memory (`records`: the
+    /// queue's messages of the key not in memory, read from disk by the
+    /// caller).
+    pub(crate) fn key_info(
+        &self,
+        queue: &QueueName,
+        key: &FlowKey,
+        on_disk: &[MessageRecord],
+        now: u64,
+    ) -> delayd_core::BrokerResult<KeyInfo> {
+        let q = self.queue(queue)?;
+        let mut info = KeyInfo {
+            key: key.clone(),
+            scheduled: 0,
+            ready: 0,
+            leased: 0,
+            dead: 0,
+            cooling_until: None,
+        };
+        let in_memory = q.messages.values().filter(|r| r.key.as_ref() == Some(key));
+        let mut seen = BTreeSet::new();
+        for rec in in_memory.chain(on_disk.iter()) {
+            if !seen.insert(rec.seq) {
+                continue;
+            }
+            let state = match rec.state {
+                delayd_core::MessageState::Scheduled if rec.deliver_at <= now => {
+                    delayd_core::MessageState::Ready
+                }
+                other => other,
+            };
+            match state {
+                delayd_core::MessageState::Scheduled => info.scheduled += 1,
+                delayd_core::MessageState::Ready => info.ready += 1,
+                delayd_core::MessageState::Leased => info.leased += 1,
+                delayd_core::MessageState::Dead => info.dead += 1,
+            }
+        }
+        info.cooling_until = q
+            .flow
+            .keys
+            .get(key)
+            .map(|km| km.gate.cooling_until)
+            .filter(|&until| until > now);
+        Ok(info)
+    }
+}
+
+/// The key's next message among its parked ones: with `ordered`, its
+/// holder (when ready; none while the holder waits), else its first in
+/// delivery order.
+fn next_of_key(
+    parked: &BTreeMap<(FlowKey, ReadyKey), MessageId>,
+    messages: &HashMap<MessageId, MessageRecord>,
+    flow: &FlowConfig,
+    km: &KeyMem,
+    key: &FlowKey,
+) -> Option<ReadyKey> {
+    if flow.ordered {
+        if let Some(holder) = &km.holder {
+            let rec = messages.get(holder)?;
+            let rk = (rec.priority, rec.deliver_at, rec.seq);
+            return parked.contains_key(&(key.clone(), rk)).then_some(rk);
+        }
+    }
+    let from = (key.clone(), (0, 0, 0));
+    parked
+        .range(from..)
+        .next()
+        .filter(|((k, _), _)| k == key)
+        .map(|((_, rk), _)| *rk)
+}
+
+/// The flow key counts of a queue's stats: keys kept, keys cooling down.
+pub(crate) fn key_counts(q: &QueueState, now: u64) -> (u64, u64) {
+    let cooling = q
+        .flow
+        .keys
+        .values()
+        .filter(|km| km.gate.cooling_until > now)
+        .count();
+    (q.flow.keys.len() as u64, cooling as u64)
+}
