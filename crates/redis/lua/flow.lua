@@ -286,8 +286,10 @@ local FLOW_STEPS = 2000
 
 -- The lease loop of a queue with flow: the first ready message, while the
 -- queue admits a delivery: delivered when its key admits it, else parked.
--- Appends the leased records to `out`.
-local function flow_lease(c, f, max, token, out)
+-- Appends the leased records to `out`, and counts in `held` the messages
+-- held back by reason (`delayd_flow_held_total`).
+local function flow_lease(c, f, max, token, out, held)
+  local function hold(reason) held[reason] = (held[reason] or 0) + 1 end
   local qtat = tonumber(redis.call('HGET', K_FLOW, 'qt')) or 0
   local qcool = tonumber(redis.call('HGET', K_FLOW, 'qc')) or 0
   local qleased = redis.call('ZCARD', K_LEASE)
@@ -298,6 +300,7 @@ local function flow_lease(c, f, max, token, out)
     if not top[1] then break end
     local why, untl = admit_one(f.qi, f.qb, f.qn, qtat, qleased, qcool, NOW)
     if why then
+      hold(why)
       if untl then redis.call('HSET', K_FLOW, 'qw', s(untl)) end
       break
     end
@@ -316,12 +319,14 @@ local function flow_lease(c, f, max, token, out)
         unpark(key, ph[2], ph[1])
         go = false
       elseif f.od and not first and holders(key) > 0 then
+        hold('ordered')
         park(key, pr, m)
         go = false
       else
         local tat, kl, cool = key_state(key)
         local kwhy, kuntil = admit_one(f.ki, f.kb, f.kn, tat, kl, cool, NOW)
         if kwhy then
+          hold(kwhy)
           if first then park_holder(key, pr, m) else park(key, pr, m) end
           if kuntil then redis.call('ZADD', K_KWAIT, 'LT', s(kuntil), key) end
           go = false

@@ -5,19 +5,25 @@
 -- Pops the first `max` ready messages atomically (through the flow gate,
 -- lua/flow.lua, when the queue has flow), so racing consumers and nodes
 -- never get the same delivery. Returns {'OK', next_due, n, the deliver_at
--- of the n messages this call promoted (for the lateness metric),
--- record...}.
+-- of the n messages this call promoted (for the lateness metric), the
+-- messages the gate held back ('reason count ...', '' none), record...}.
 local c = cfg()
-if not c then return {'OK', '', 0} end
+if not c then return {'OK', '', 0, ''} end
 local f = flow_cfg()
 local promoting = ARGV[7] == '1' or f ~= nil
 local fired = {}
 if promoting then fired = promote(c) end
 local out = {'OK', '', #fired}
 for _, da in ipairs(fired) do out[#out + 1] = da end
+out[#out + 1] = ''
+local holds_at = #out
 if not paused(c) then
   if f then
-    flow_lease(c, f, tonumber(ARGV[4]), ARGV[6], out)
+    local held = {}
+    flow_lease(c, f, tonumber(ARGV[4]), ARGV[6], out, held)
+    local words = {}
+    for reason, n in pairs(held) do words[#words + 1] = reason .. ' ' .. n end
+    out[holds_at] = table.concat(words, ' ')
   else
     local popped = redis.call('ZPOPMIN', K_READY, ARGV[4])
     local leased = {}

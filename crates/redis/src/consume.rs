@@ -41,6 +41,23 @@ impl Drop for WaiterGuard<'_> {
     }
 }
 
+/// Counts the lease function's held-back messages (`reason count ...`) in
+/// `delayd_flow_held_total`.
+fn record_holds(queue: &QueueName, held: &str) {
+    let mut words = held.split_whitespace();
+    while let (Some(reason), Some(count)) = (words.next(), words.next()) {
+        let reason = match reason {
+            "rate" => "rate",
+            "concurrency" => "concurrency",
+            "ordered" => "ordered",
+            _ => "cooldown",
+        };
+        let count = count.parse().unwrap_or(0);
+        metrics::counter!(metric::FLOW_HELD_TOTAL, "queue" => queue.to_string(), "reason" => reason)
+            .increment(count);
+    }
+}
+
 impl Inner {
     pub(crate) async fn lease(
         &self,
@@ -199,8 +216,12 @@ impl Inner {
         let fired = usize::try_from(int(fired)?)
             .unwrap_or(usize::MAX)
             .min(rest.len());
-        let (fired, records) = rest.split_at(fired);
+        let (fired, rest) = rest.split_at(fired);
+        let [held, records @ ..] = rest else {
+            return Err(BrokerError::unavailable("lease: short reply"));
+        };
         record_lateness(queue, now, fired);
+        record_holds(queue, text(held)?);
         let deliveries = record::deliveries(queue, records)?;
         if let Some(expiry) = deliveries.iter().map(|d| d.lease_until).min() {
             self.wake.arm(queue, shard, expiry);

@@ -6,7 +6,8 @@
 //! its verdict only to the record it was decided on.
 
 use delayd_core::{
-    BrokerError, BrokerResult, Deferral, FlowKey, KeyInfo, LeaseId, MessageId, Nack, QueueName,
+    metric, BrokerError, BrokerResult, Deferral, FlowKey, KeyInfo, LeaseId, MessageId, Nack,
+    QueueName,
 };
 use redis::Value;
 
@@ -67,6 +68,8 @@ impl Inner {
             let reply = self.run(scripts::DEFER, &keys, now, args).await?;
             match status(&reply)? {
                 ("OK", rest) => {
+                    metrics::counter!(metric::FLOW_DEFERRALS_TOTAL, "queue" => queue.to_string())
+                        .increment(1);
                     self.woke(queue, rest.get(2)).await;
                     return self.after_nack(queue, shard, rest).await;
                 }
