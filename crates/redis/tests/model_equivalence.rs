@@ -461,7 +461,8 @@ async fn matches_the_model_with_schedules() {
 }
 
 /// Flow configs for the flow runs: ordered keys; slots per queue and key
-/// with a key rate; a queue rate with two slots per key. Each with a low
+/// with a key rate; a queue rate with two slots per key; ordered keys with
+/// both rates and queue slots. Each with a low
 /// `max_deferrals`, so deferrals also end in `dead`.
 fn flow_configs() -> Vec<FlowConfig> {
     let base = FlowConfig {
@@ -490,6 +491,21 @@ fn flow_configs() -> Vec<FlowConfig> {
                 burst: 1,
             }),
             key_concurrency: Some(2),
+            ..base.clone()
+        },
+        FlowConfig {
+            ordered: true,
+            concurrency: Some(3),
+            rate: Some(Rate {
+                limit: 3,
+                period_ms: 10,
+                burst: 2,
+            }),
+            key_rate: Some(Rate {
+                limit: 1,
+                period_ms: 5,
+                burst: 1,
+            }),
             ..base
         },
     ]
