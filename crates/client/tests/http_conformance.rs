@@ -1,7 +1,8 @@
 //! The conformance suite (the HTTP-visible rules) run through the whole
 //! stack: `HttpBroker` -> client -> HTTP -> server -> broker, once over the
 //! reference model and once over LocalBroker; the schedule cases over
-//! both, on a virtual clock.
+//! both, on a virtual clock; the cases of time settled at the call over
+//! LocalBroker with its driver held, on a virtual clock.
 
 mod common;
 
@@ -86,5 +87,27 @@ mod local {
         }
 
         delayd_core::conformance_tests_schedules!(virtual_time | clock | fresh(clock));
+    }
+
+    /// Time settled at the call, over LocalBroker with its driver held
+    /// for the whole case, on the virtual clock.
+    mod time_at_call {
+        use std::sync::Arc;
+
+        use delayd_core::testkit::support::VirtualClock;
+        use delayd_core::Broker;
+        use delayd_local::{Durability, LocalBroker, LocalConfig};
+
+        async fn held(clock: Arc<VirtualClock>) -> Arc<dyn Broker> {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut config = LocalConfig::new(dir.path());
+            config.clock = clock;
+            config.durability = Durability::Never;
+            let broker = LocalBroker::open(config).await.expect("open LocalBroker");
+            broker.hold_driver(true);
+            super::super::over_http(Arc::new(broker), dir).await
+        }
+
+        delayd_core::conformance_tests_time_at_call!(virtual_time | clock | held(clock));
     }
 }

@@ -16,8 +16,10 @@
 //! - [`accept`]: the frontends' policy for a failing `accept` (pause and
 //!   log a run of failures once).
 //! - [`recurring`]: recurring schedules: ids, definitions, the fire-time
-//!   arithmetic (cron in IANA zones, `every_ms`) and the firing step every
-//!   backend runs.
+//!   arithmetic (cron in IANA zones, `every_ms`).
+//! - [`firing`]: the firing step every backend and the model run
+//!   ([`fire_step`]: a due record in; the messages to write and the
+//!   advanced record out).
 //! - [`error`]: [`BrokerError`], split by how callers react (status codes).
 //! - [`clock`]: the injected wall clock.
 //! - [`metric`]: names of the metrics brokers record through the `metrics`
@@ -67,6 +69,7 @@ pub mod accept;
 pub mod broker;
 pub mod clock;
 pub mod error;
+pub mod firing;
 pub mod flow;
 pub mod message;
 pub mod metric;
@@ -80,6 +83,7 @@ pub mod testkit;
 pub use broker::{check_ack_batch, Broker, DueHistogram, Upsert, HISTOGRAM_SCAN_LIMIT, MAX_BATCH};
 pub use clock::{Clock, ManualClock, SkewedClock, SystemClock};
 pub use error::{BrokerError, BrokerResult};
+pub use firing::{fire_step, FireStep};
 pub use flow::{Bucket, Deferral, FlowConfig, FlowKey, GateState, Hold, KeyInfo, Rate};
 pub use message::{
     check_lease_ms, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, LeaseRequest,

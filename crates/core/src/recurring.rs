@@ -1,5 +1,6 @@
-//! Recurring schedules: the definition, its fire times, and the firing
-//! step every backend runs (api.md, "Schedules").
+//! Recurring schedules: the definition, its fire times, and the plan of
+//! a fire (api.md, "Schedules"); the firing step itself is
+//! [`crate::firing`].
 //!
 //! # Layout
 //! - [`ScheduleId`]: the validated schedule id (`[A-Za-z0-9._-]{1,128}`).
@@ -16,10 +17,12 @@
 //!
 //! # How a backend fires
 //! When the cursor is due (`next_fire_at <= now`), the backend calls
-//! [`ScheduleRecord::plan`], which says which fire times to enqueue, how
-//! many were missed or skipped, and the new cursor. The backend then enqueues
-//! [`ScheduleRecord::fire_request`] of each planned time and stores the
-//! advanced record ([`ScheduleRecord::apply`]) **in one atomic step**: one
+//! [`crate::firing::fire_step`], which reads what it needs of the previous
+//! fire's message, calls [`ScheduleRecord::plan`] (which fire times to
+//! enqueue, how many were missed or skipped, the new cursor) and returns
+//! the messages ([`ScheduleRecord::fire_request`] of each planned time)
+//! and the advanced record ([`ScheduleRecord::apply`]). The backend stores
+//! both **in one atomic step**: one
 //! write batch in the local store, one function call in Redis (compare the
 //! stored cursor and revision first, so two nodes racing fire once). The
 //! message id `<schedule id>:<t>` is a second guard. A plan fires at most

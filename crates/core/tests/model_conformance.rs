@@ -23,3 +23,6 @@ delayd_core::conformance_tests_schedules_extended!(
 delayd_core::conformance_tests_flow!(
     virtual_time | clock | async move { Arc::new(ModelBroker::with_clock(clock)) }
 );
+delayd_core::conformance_tests_time_at_call!(
+    virtual_time | clock | async move { Arc::new(ModelBroker::with_clock(clock)) }
+);

@@ -1,6 +1,7 @@
 //! [`LocalBroker`]: opening and recovery, the call skeleton (lock, change,
 //! commit, wait for durability), and shutdown.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -71,6 +72,9 @@ pub(crate) struct Inner {
     pub clock: Arc<dyn Clock>,
     pub horizon_ms: u64,
     pub driver_wake: Notify,
+    /// Test hook ([`LocalBroker::hold_driver`]): the driver skips its
+    /// rounds while set.
+    pub driver_held: AtomicBool,
     stop: watch::Sender<bool>,
     /// Free space of the data directory against the reserve.
     pub disk: DiskGuard,
@@ -123,6 +127,7 @@ impl LocalBroker {
             clock: config.clock,
             horizon_ms: config.horizon_ms,
             driver_wake: Notify::new(),
+            driver_held: AtomicBool::new(false),
             stop: watch::channel(false).0,
             disk: DiskGuard::new(&config.data_dir, config.disk_reserve),
         });
@@ -151,6 +156,17 @@ impl LocalBroker {
 
     /// Messages held in memory now (the horizon's, leased and dead ones);
     /// far-future messages are on disk only and not counted.
+    /// A test hook: while `held`, the driver does no rounds, so no timer
+    /// fires in the background and no waiting lease call is woken by
+    /// time. Calls still settle time themselves (a call applies what is
+    /// due at its `now` before it acts), which is what the conformance
+    /// cases of `conformance_tests_time_at_call!` check.
+    #[doc(hidden)]
+    pub fn hold_driver(&self, held: bool) {
+        self.inner.driver_held.store(held, Ordering::Relaxed);
+        self.inner.driver_wake.notify_one();
+    }
+
     pub fn messages_in_memory(&self) -> usize {
         let state = self.inner.lock_state();
         state.queues.values().map(|q| q.messages.len()).sum()
@@ -264,6 +280,7 @@ impl Inner {
         let (out, ticket, backlog) = {
             let mut state = self.lock_state();
             let now = self.clock.now_ms();
+            self.catch_up(&mut state, now)?;
             let mut tx = Tx::default();
             let out = change(&mut state, &self.store, now, &mut tx);
             let ticket = self.absorb_locked(&mut state, tx, now);
@@ -291,8 +308,10 @@ impl Inner {
         if self.is_stopping() {
             return Err(BrokerError::unavailable("broker is shut down"));
         }
-        let state = self.lock_state();
-        view(&state, &self.store, self.clock.now_ms())
+        let mut state = self.lock_state();
+        let now = self.clock.now_ms();
+        self.catch_up(&mut state, now)?;
+        view(&state, &self.store, now)
     }
 
     /// A read that scans an index of the engine: the open group's writes
@@ -305,10 +324,12 @@ impl Inner {
             return Err(BrokerError::unavailable("broker is shut down"));
         }
         let mut state = self.lock_state();
+        let now = self.clock.now_ms();
+        self.catch_up(&mut state, now)?;
         state.flush_pending(&self.store).map_err(|e| {
             self.poison(e.to_string());
             BrokerError::unavailable(format!("store refuses writes: {e}"))
         })?;
-        view(&state, &self.store, self.clock.now_ms())
+        view(&state, &self.store, now)
     }
 }

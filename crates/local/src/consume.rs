@@ -21,6 +21,9 @@ pub(crate) struct Failure {
     pub priority: Option<u32>,
     pub may_die: bool,
     pub timed_out: bool,
+    /// When it failed: the call's `now` for a nack, the deadline for an
+    /// expired lease (api.md: the backoff counts from the expiry).
+    pub at: u64,
 }
 
 impl State {
@@ -138,7 +141,9 @@ impl State {
         Ok(out)
     }
 
-    /// The message, if `lease` is its current lease.
+    /// The message, if `lease` is its current lease. A lease that ran out
+    /// is not current: the call settled time first (`Inner::catch_up`),
+    /// which failed it as of its expiry.
     pub fn check_lease(
         &self,
         store: &Store,
@@ -197,6 +202,7 @@ impl State {
             priority: nack.priority,
             may_die: nack.may_die,
             timed_out: false,
+            at: now,
         };
         self.fail(queue, rec, failure, now, tx)
     }
@@ -279,7 +285,7 @@ impl State {
         }
         if failure.may_die && config.exhausted(new.attempts, new.max_attempts) {
             new.state = MessageState::Dead;
-            new.died_at = Some(now);
+            new.died_at = Some(failure.at);
             new.counters.buries += 1;
             metrics::counter!(metric::DEAD_LETTERED_TOTAL, "queue" => queue.to_string())
                 .increment(1);
@@ -288,7 +294,7 @@ impl State {
                 .delay_ms
                 .unwrap_or_else(|| config.retry.delay_with_jitter(new.attempts));
             new.state = MessageState::Scheduled;
-            new.deliver_at = now.saturating_add(delay);
+            new.deliver_at = failure.at.saturating_add(delay);
         }
         self.unlink(queue, &old.id);
         self.place(queue, Some(&old), new, now, tx)
@@ -373,6 +379,7 @@ impl State {
             priority: None,
             may_die: true,
             timed_out: true,
+            at: deadline,
         };
         self.fail(queue, rec, failure, now, tx)
     }

@@ -21,7 +21,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use delayd_core::metric;
+use delayd_core::{metric, BrokerError, BrokerResult};
 
 use crate::broker::Inner;
 use crate::codec;
@@ -52,9 +52,16 @@ pub(crate) async fn run(inner: Arc<Inner>) {
             metrics::gauge!(metric::STORAGE_CACHE_BYTES).set(cached as f64);
             metrics::gauge!(metric::STORAGE_CACHE_CAPACITY_BYTES).set(capacity as f64);
         }
-        let wait = match inner.drive_once() {
-            Ok(true) => Duration::ZERO,
-            Ok(false) => inner.next_wait(),
+        let held = inner.driver_held.load(std::sync::atomic::Ordering::Relaxed);
+        let wait = match if held {
+            Ok(None)
+        } else {
+            inner.drive_once().map(Some)
+        } {
+            // Held (a test hook): no round, and no busy loop on due timers.
+            Ok(None) => MAX_SLEEP,
+            Ok(Some(true)) => Duration::ZERO,
+            Ok(Some(false)) => inner.next_wait(),
             Err(RoundError::Heal(e)) => {
                 tracing::error!(error = %e, "driver round failed: store failure");
                 inner.poison(e.to_string());
@@ -93,34 +100,7 @@ impl Inner {
         let mut state = self.lock_state();
         let now = self.clock.now_ms();
         let mut tx = Tx::default();
-        let mut fired = 0;
-        while fired < FIRE_BATCH {
-            let Some((_seq, deadline, target)) = state.timers.poll_expired(now) else {
-                break;
-            };
-            fired += 1;
-            let (queue, id) = match target {
-                TimerTarget::Message(queue, id) => (queue, id),
-                TimerTarget::Schedule(queue, id) => {
-                    self.fire_schedule(&mut state, &queue, &id, now, &mut tx)
-                        .map_err(RoundError::Heal)?;
-                    continue;
-                }
-                flow @ (TimerTarget::FlowKey(..) | TimerTarget::FlowQueue(_)) => {
-                    state.flow_timer_fired(flow);
-                    continue;
-                }
-            };
-            if state.make_ready(&queue, &id, &mut tx) {
-                let lateness = now.saturating_sub(deadline) as f64 / 1000.0;
-                metrics::histogram!(metric::FIRE_LATENESS_SECONDS, "queue" => queue.to_string())
-                    .record(lateness);
-            } else if let Err(e) = state.expire_lease(&queue, &id, deadline, now, &mut tx) {
-                return Err(RoundError::Heal(crate::error::StoreError::Corrupt(
-                    e.to_string(),
-                )));
-            }
-        }
+        let fired = self.fire_due(&mut state, now, FIRE_BATCH, &mut tx)?;
         let more_to_load = match horizon_target(&mut state, now, self.horizon_ms) {
             Some(target) => {
                 // The write half of the horizon scan, done here so that its
@@ -151,6 +131,97 @@ impl Inner {
 
     fn next_wait(&self) -> Duration {
         self.lock_state().timers.next_wait(MAX_SLEEP)
+    }
+
+    /// Fires up to `limit` timers due at `now`, in (deadline, seq) order:
+    /// a due message becomes ready, a lease that ran out fails (as of its
+    /// deadline), a due schedule fires. Returns how many fired.
+    fn fire_due(
+        &self,
+        state: &mut State,
+        now: u64,
+        limit: usize,
+        tx: &mut Tx,
+    ) -> Result<usize, RoundError> {
+        let mut fired = 0;
+        while fired < limit {
+            let Some((_seq, deadline, target)) = state.timers.poll_expired(now) else {
+                break;
+            };
+            fired += 1;
+            let (queue, id) = match target {
+                TimerTarget::Message(queue, id) => (queue, id),
+                TimerTarget::Schedule(queue, id) => {
+                    self.fire_schedule(state, &queue, &id, now, tx)
+                        .map_err(RoundError::Heal)?;
+                    continue;
+                }
+                flow @ (TimerTarget::FlowKey(..) | TimerTarget::FlowQueue(_)) => {
+                    state.flow_timer_fired(flow);
+                    continue;
+                }
+            };
+            if state.make_ready(&queue, &id, tx) {
+                let lateness = now.saturating_sub(deadline) as f64 / 1000.0;
+                metrics::histogram!(metric::FIRE_LATENESS_SECONDS, "queue" => queue.to_string())
+                    .record(lateness);
+            } else if let Err(e) = state.expire_lease(&queue, &id, deadline, now, tx) {
+                return Err(RoundError::Heal(crate::error::StoreError::Corrupt(
+                    e.to_string(),
+                )));
+            }
+        }
+        Ok(fired)
+    }
+
+    /// Loads the horizon while messages due by `now` may be on disk only
+    /// (the driver, which keeps the horizon loaded well ahead, has fallen
+    /// behind), so that their timers are there to fire.
+    fn load_due(&self, state: &mut State, now: u64, tx: &mut Tx) -> Result<(), RoundError> {
+        while state.loaded.0 <= now {
+            state.flush_pending(&self.store).map_err(RoundError::Heal)?;
+            let more = load_horizon_step(state, &self.store, now, self.horizon_ms, tx)
+                .map_err(RoundError::Read)?;
+            if !more {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Settles time at a call (issue 31): before the call acts, everything
+    /// due at its `now` is applied, as the driver would have: messages
+    /// become ready (loaded from disk first if the horizon fell behind),
+    /// expired leases fail, due schedules fire. So a call
+    /// never sees a lease that ran out as current, or a cursor that is due
+    /// as pending, whether or not the driver has had its round.
+    ///
+    /// A call only catches up; it wakes no waiting lease call: the queues
+    /// that became ready are left to the driver (woken here), which serves
+    /// their waiters in its round. Leaves the state as the driver would,
+    /// its writes joined to the open group (waited for by the call's own
+    /// ticket, which is later).
+    pub(crate) fn catch_up(&self, state: &mut State, now: u64) -> BrokerResult<()> {
+        let mut tx = Tx::default();
+        let fired = self
+            .load_due(state, now, &mut tx)
+            .and_then(|()| self.fire_due(state, now, usize::MAX, &mut tx));
+        let became_ready = !std::mem::take(&mut tx.ready_queues).is_empty();
+        tx.wake_driver |= became_ready;
+        self.absorb_locked(state, tx, now);
+        match fired {
+            Ok(_) => Ok(()),
+            Err(RoundError::Heal(e)) => {
+                tracing::error!(error = %e, "settling time at a call failed: store failure");
+                self.poison(e.to_string());
+                Err(BrokerError::unavailable(format!(
+                    "store refuses writes: {e}"
+                )))
+            }
+            Err(RoundError::Read(e)) => Err(BrokerError::unavailable(format!(
+                "reading the store failed: {e}"
+            ))),
+        }
     }
 }
 

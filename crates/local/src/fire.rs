@@ -1,8 +1,10 @@
 //! Firing a schedule whose timer came due (driver round, state lock held).
 //!
 //! One step: read the record, check it against what the timer was armed
-//! for (revision and cursor), plan ([`ScheduleRecord::plan`]), enqueue each
-//! planned fire time's message and write the advanced record in one `Tx`,
+//! for (revision and cursor), run core's firing step
+//! ([`delayd_core::fire_step`], which reads the messages it needs through
+//! `State::lookup`), enqueue the messages it returns and write the
+//! advanced record in one `Tx`,
 //! which joins the open commit group whole: the group is written as one
 //! engine batch, so after a crash both are on disk or neither is
 //! (docs/storage.md, "Schedules"). Steps repeat while the cursor stays due
@@ -13,7 +15,7 @@
 //! again [`RETRY_MS`] later; the plan made then applies the catch-up rules
 //! to the time that passed.
 
-use delayd_core::{metric, MessageState, QueueName, ScheduleId, ScheduleRecord};
+use delayd_core::{metric, MessageId, QueueName, ScheduleId, ScheduleRecord};
 
 use crate::broker::Inner;
 use crate::error::StoreError;
@@ -47,7 +49,7 @@ impl Inner {
         let Some(armed) = state.armed(queue, id) else {
             return Ok(());
         };
-        self.absorb_locked(state, std::mem::take(tx), now);
+        self.absorb_writes(state, tx, now);
         if self.check_writable().is_err() || self.disk.check_add().is_err() {
             state.timer_at(queue, id, armed.timer, now + RETRY_MS, now, tx);
             return Ok(());
@@ -91,8 +93,9 @@ impl Inner {
         Ok(())
     }
 
-    /// One plan of a due record: enqueue its fires and store the advanced
-    /// record, in `tx`, absorbed whole. Returns the advanced record.
+    /// One firing step of a due record ([`delayd_core::fire_step`]):
+    /// enqueue its fires and store the advanced record, in `tx`, absorbed
+    /// whole. Returns the advanced record.
     fn fire_step(
         &self,
         state: &mut State,
@@ -101,42 +104,38 @@ impl Inner {
         tx: &mut Tx,
     ) -> Result<ScheduleRecord, StepError> {
         let queue = &record.queue;
-        // Reads first, so that a failed read changes nothing.
-        let previous_live = match record.previous_message() {
-            Some(previous) if record.definition.overlap == delayd_core::Overlap::Skip => {
-                let found = state
-                    .lookup(&self.store, queue, &previous)
-                    .map_err(StepError::read)?;
-                found.is_some_and(|m| m.state != MessageState::Dead)
-            }
-            _ => false,
+        // Reads first (inside the step), so that a failed read changes
+        // nothing.
+        let state_of = |id: &MessageId| {
+            let found = state.lookup(&self.store, queue, id)?;
+            Ok(found.map(|m| m.state))
         };
-        let plan = record.plan(now, previous_live);
-        let mut missing = Vec::with_capacity(plan.fires.len());
-        for &t in &plan.fires {
-            let message = record.id.fire_message_id(t);
-            let found = state
-                .lookup(&self.store, queue, &message)
-                .map_err(StepError::read)?;
-            if found.is_none() {
-                missing.push((t, message));
-            }
-        }
+        let step = delayd_core::fire_step(record, now, state_of).map_err(StepError::read)?;
         let changed =
             |e: delayd_core::BrokerError| StepError::Changed(StoreError::Corrupt(e.to_string()));
-        for (t, message) in &missing {
-            let request = record.fire_request(*t);
+        for (t, request) in &step.messages {
+            let message = record.id.fire_message_id(*t);
             state
-                .insert_message(queue, message.clone(), request, now, tx)
+                .insert_message(queue, message, request.clone(), now, tx)
                 .map_err(changed)?;
         }
-        let next = record.apply(&plan);
+        let next = step.record;
         let key = crate::schedule_codec::schedule_key(queue, &next.id);
         let value = crate::schedule_codec::encode_schedule(&next).map_err(StepError::Changed)?;
         tx.ws.put(Space::Schedules, key, value);
-        self.absorb_locked(state, std::mem::take(tx), now);
-        record_metrics(queue, &plan, missing.len(), now);
+        self.absorb_writes(state, tx, now);
+        record_metrics(queue, &step.plan, step.messages.len(), now);
         Ok(next)
+    }
+
+    /// Joins `tx`'s writes to the open group, so the next step's reads see
+    /// them; the queues that became ready stay in `tx`, for whoever
+    /// settles the round to wake their waiters (the driver) or not (a call
+    /// catching up).
+    fn absorb_writes(&self, state: &mut State, tx: &mut Tx, now: u64) {
+        let mut writes = std::mem::take(tx);
+        tx.ready_queues = std::mem::take(&mut writes.ready_queues);
+        self.absorb_locked(state, writes, now);
     }
 
     #[expect(

@@ -53,6 +53,38 @@ impl Drop for InLine<'_> {
 }
 
 impl Inner {
+    /// A waiting lease call's deadline passed with nothing handed to it:
+    /// time is settled at the deadline before it answers empty, so a
+    /// message due by then (which the driver may not have made ready yet)
+    /// is taken now. It does not wait in line again.
+    async fn lease_at_deadline(
+        &self,
+        queues: &[QueueName],
+        request: &LeaseRequest,
+    ) -> BrokerResult<Vec<Delivery>> {
+        let (got, undurable, ticket) = {
+            let mut state = self.lock_state();
+            let now = self.clock.now_ms();
+            self.catch_up(&mut state, now)?;
+            let mut tx = Tx::default();
+            let got = state.lease_now(
+                &self.store,
+                queues,
+                request.max,
+                request.lease_ms,
+                now,
+                &mut tx,
+            );
+            let undurable = tx.reads_undurable;
+            (got, undurable, self.absorb_locked(&mut state, tx, now))
+        };
+        let got = got?;
+        if undurable {
+            self.syncer.wait(ticket).await?;
+        }
+        Ok(got)
+    }
+
     /// `Broker::lease` after its argument checks.
     pub async fn lease(
         &self,
@@ -64,6 +96,7 @@ impl Inner {
         let (taken, ticket, waiting) = {
             let mut state = self.lock_state();
             let now = self.clock.now_ms();
+            self.catch_up(&mut state, now)?;
             let mut tx = Tx::default();
             let taken = state.lease_now(
                 &self.store,
@@ -102,7 +135,7 @@ impl Inner {
             answer = &mut receiver => answer.ok(),
             () = tokio::time::sleep_until(deadline) => {
                 if line.leave() {
-                    return Ok(Vec::new());
+                    return self.lease_at_deadline(queues, &request).await;
                 }
                 // Served (or the queue deleted) just before the deadline.
                 receiver.try_recv().ok()

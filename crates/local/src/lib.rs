@@ -15,9 +15,11 @@
 //!   lease calls per queue in arrival order (one ready message wakes one
 //!   call).
 //! - `schedules`, `fire`: recurring schedules (the calls, the index of
-//!   armed schedules; firing a due one: its messages and its advanced
-//!   record in one commit group).
-//! - `driver`: the task that fires timers and moves the horizon.
+//!   armed schedules; firing a due one with core's `fire_step`: its
+//!   messages and its advanced record in one commit group).
+//! - `driver`: the task that fires timers and moves the horizon, and
+//!   `catch_up`, the same firing at a call's own `now` before the call
+//!   acts (time settled at the call; waking waiters stays the driver's).
 //! - `timers`: timers keyed by seq, on `delayd-wheel` with a monotonic clock.
 //! - `store`, `codec`, `schedule_codec`: fjall keyspaces, key and record
 //!   encodings (specified in docs/storage.md).

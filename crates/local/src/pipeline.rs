@@ -140,13 +140,16 @@ impl Inner {
         calls: &mut std::collections::VecDeque<PipelinedCall>,
     ) -> Vec<PipelinedResult> {
         let mut results = Vec::with_capacity(calls.len());
-        let refused = self.check_writable().err();
+        let mut refused = self.check_writable().err();
         // Sampled once, outside the state lock (a stale sample is a statvfs).
         let full = self.disk.check_add().err();
         let mut ticket = 0;
         let backlog = {
             let mut state = self.lock_state();
             let now = self.clock.now_ms();
+            if refused.is_none() {
+                refused = self.catch_up(&mut state, now).err();
+            }
             while let Some(call) = calls.pop_front() {
                 if refused.is_some() {
                     // Shapes only: replaced by the error below.

@@ -117,6 +117,9 @@ fn recover(
                 priority: None,
                 may_die: true,
                 timed_out: true,
+                // A lease that ran out while the broker was down failed at
+                // its expiry; one still running fails now.
+                at: rec.lease_until.unwrap_or(now).min(now),
             };
             state
                 .fail(&queue, rec, failure, now, &mut tx)

@@ -57,6 +57,9 @@ pub(crate) struct Inner {
     /// Asks the sweep task for an immediate sweep (after a pub/sub
     /// reconnect, when notifications may have been missed).
     pub(crate) sweep_now: Notify,
+    /// Test hook ([`RedisBroker::hold_timers`]): the timer and sweep tasks
+    /// promote nothing while set.
+    pub(crate) timers_held: AtomicBool,
     /// Random id of this node, appended to its pub/sub events so it can
     /// skip its own (it already woke its waiters and armed its timers
     /// in-process; handling the echo again would only cause a second
@@ -105,6 +108,7 @@ impl RedisBroker {
             closed: AtomicBool::new(false),
             stop,
             sweep_now: Notify::new(),
+            timers_held: AtomicBool::new(false),
             node_id: format!("{:016x}", rand::random::<u64>()),
             unindex: std::sync::Mutex::new(Vec::new()),
             unindex_ready: Notify::new(),
@@ -117,6 +121,18 @@ impl RedisBroker {
         inner.load_library().await?;
         tasks::spawn(&inner);
         Ok(RedisBroker { inner })
+    }
+
+    /// A test hook: while `held`, this node's timer and sweep tasks promote
+    /// nothing and fire no schedule, so only calls apply time (each Redis
+    /// function promotes what is due at the call's `now` first), which is
+    /// what the conformance cases of `conformance_tests_time_at_call!`
+    /// check.
+    #[doc(hidden)]
+    pub fn hold_timers(&self, held: bool) {
+        self.inner
+            .timers_held
+            .store(held, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

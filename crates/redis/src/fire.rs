@@ -1,15 +1,23 @@
 //! Firing schedules (docs/redis.md, "Schedules"): a node that finds a due
 //! cursor (in a promote reply, or when a change finds it due) reads the
-//! record, plans in Rust (`ScheduleRecord::plan`) and carries the plan out
-//! with one `sched_fire` call, which applies it only if the stored record
-//! is still the one planned from; then reads again while still due.
+//! record (and, with `overlap: skip`, the previous fire's message), runs
+//! core's firing step (`delayd_core::fire_step`) and carries it out with
+//! one `sched_fire` call, which only compares and writes: it applies the
+//! step if the stored record and the previous message's liveness are
+//! still what was read; then reads again while still due.
 
-use delayd_core::{metric, BrokerResult, FirePlan, Overlap, QueueName, ScheduleId, ScheduleRecord};
+use std::convert::Infallible;
+
+use delayd_core::firing::fire_reads;
+use delayd_core::{
+    fire_step, metric, BrokerResult, EnqueueRequest, FirePlan, MessageId, MessageState, QueueName,
+    ScheduleId, ScheduleRecord,
+};
 
 use crate::broker::Inner;
 use crate::keys::ShardKeys;
 use crate::messages::{prepare, Prepared};
-use crate::record::{status, text};
+use crate::record::{self, status};
 use crate::schedules::{cursor_arg, encode, too_contended, MAX_ROUNDS};
 use crate::scripts;
 
@@ -95,8 +103,10 @@ impl Inner {
         Err(too_contended("fire"))
     }
 
-    /// One `sched_fire` call for the record read as `json`. `Ok(false)`:
-    /// the queue is gone (stop).
+    /// One firing step ([`delayd_core::fire_step`]) of the record read as
+    /// `json`, carried out by one `sched_fire` call, which writes only if
+    /// the stored record and the previous message's liveness are still
+    /// what the step read. `Ok(false)`: the queue is gone (stop).
     async fn fire_step(
         &self,
         queue: &QueueName,
@@ -106,57 +116,80 @@ impl Inner {
         record: &ScheduleRecord,
         now: u64,
     ) -> BrokerResult<bool> {
-        let plan = record.plan(now, false);
-        // With `overlap: skip` the function checks the previous message
-        // itself and, if it is live, stores this plan instead (at most one
-        // fire per plan there, which then becomes a skip).
-        let previous = record
-            .previous_message()
-            .filter(|_| record.definition.overlap == Overlap::Skip);
-        let blocked = match previous {
-            Some(_) => record.plan(now, true),
-            None => plan.clone(),
+        // The one read the step needs before the call (`overlap: skip`):
+        // the previous fire's message, with time applied on its shard.
+        let previous = fire_reads(record);
+        let previous_state = match &previous {
+            Some(id) => self.message_state(queue, keys, id, now).await?,
+            None => None,
         };
-        let fired = record.apply(&plan);
-        let skipped = record.apply(&blocked);
-        let items = self.fire_items(record, &plan, now).await?;
+        // Fire ids are not read: `enqueue_items` leaves an id that exists
+        // alone, which is what the step's "taken" means.
+        let state_of = |id: &MessageId| {
+            Ok::<_, Infallible>(if previous.as_ref() == Some(id) {
+                previous_state
+            } else {
+                None
+            })
+        };
+        let step = match fire_step(record, now, state_of) {
+            Ok(step) => step,
+            Err(never) => match never {},
+        };
+        let items = self.fire_items(&step.messages, now).await?;
         let mut args: Vec<Vec<u8>> = vec![
-            id_bytes(record),
+            record.id.as_str().as_bytes().to_vec(),
             json.into(),
             previous
                 .map(|m| m.as_str().as_bytes().to_vec())
                 .unwrap_or_default(),
-            encode(&fired)?.into_bytes(),
-            cursor_arg(&fired),
-            encode(&skipped)?.into_bytes(),
-            cursor_arg(&skipped),
+            if step.previous_live { "1" } else { "0" }.into(),
+            encode(&step.record)?.into_bytes(),
+            cursor_arg(&step.record),
         ];
         args.extend(items.iter().flat_map(|p| p.args.clone()));
         let reply = self.run(scripts::SCHED_FIRE, keys, now, args).await?;
         let (word, rest) = status(&reply)?;
-        match (word, rest.first().map(text).transpose()?) {
-            ("OK", Some("F")) => {
-                self.after_fire(queue, shard, &plan, &items, &rest[1..], now)
+        match word {
+            "OK" => {
+                let fires: Vec<u64> = step.messages.iter().map(|(t, _)| *t).collect();
+                self.after_fire(queue, shard, &step.plan, &fires, &items, rest, now)
                     .await?;
             }
-            ("OK", Some("S")) => count_plan(queue, &blocked, 0),
-            ("NOQ", _) => return Ok(false),
-            // CHG (another node fired, or the schedule changed) or SEQ.
+            "NOQ" => return Ok(false),
+            // CHG (another node fired, the schedule changed, or the
+            // previous message's liveness changed) or SEQ.
             _ => {}
         }
         Ok(true)
     }
 
-    /// The fire messages of `plan`, with fresh seqs.
+    /// The state of message `id` of this shard, after time is applied on
+    /// it (`get`), or `None` when there is no such message.
+    async fn message_state(
+        &self,
+        queue: &QueueName,
+        keys: &ShardKeys,
+        id: &MessageId,
+        now: u64,
+    ) -> BrokerResult<Option<MessageState>> {
+        let args = vec![id.as_str().as_bytes().to_vec()];
+        let reply = self.run(scripts::GET, keys, now, args).await?;
+        match status(&reply)? {
+            ("OK", rest) => Ok(Some(record::message(queue, rest)?.state)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The fire messages of a step, with fresh seqs.
     async fn fire_items(
         &self,
-        record: &ScheduleRecord,
-        plan: &FirePlan,
+        messages: &[(u64, EnqueueRequest)],
         now: u64,
     ) -> BrokerResult<Vec<Prepared>> {
-        let mut items = Vec::with_capacity(plan.fires.len());
-        for (index, t) in plan.fires.iter().enumerate() {
-            items.push(prepare(index, record.fire_request(*t), now)?);
+        let mut items = Vec::with_capacity(messages.len());
+        for (index, (_, request)) in messages.iter().enumerate() {
+            items.push(prepare(index, request.clone(), now)?);
         }
         if items.is_empty() {
             return Ok(items);
@@ -171,12 +204,18 @@ impl Inner {
     }
 
     /// Metrics, wake-ups and the seq index after a fire enqueued `items`
-    /// (`replies`: the enqueue answers, 4 values per item).
+    /// (of fire times `fires`; `replies`: the enqueue answers, 4 values
+    /// per item).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the step's plan and items plus the call's context"
+    )]
     async fn after_fire(
         &self,
         queue: &QueueName,
         shard: u32,
         plan: &FirePlan,
+        fires: &[u64],
         items: &[Prepared],
         replies: &[redis::Value],
         now: u64,
@@ -187,8 +226,7 @@ impl Inner {
             .into_iter()
             .map(|o| Some(Ok(o)))
             .collect();
-        let created: Vec<u64> = plan
-            .fires
+        let created: Vec<u64> = fires
             .iter()
             .zip(&outcomes)
             .filter(|(_, o)| matches!(o, Some(Ok(o)) if o.created))
@@ -202,10 +240,6 @@ impl Inner {
         self.index_seqs(queue, &outcomes).await;
         Ok(())
     }
-}
-
-fn id_bytes(record: &ScheduleRecord) -> Vec<u8> {
-    record.id.as_str().as_bytes().to_vec()
 }
 
 /// Adds a carried-out plan to the schedule counters (`fires`: messages it

@@ -17,7 +17,8 @@
 //!   acks and lease calls share one function call; `ack_many`.
 //! - `pipeline`: `Broker::pipeline` as runs of batched calls.
 //! - `schedules`, `fire`: recurring schedules: the calls (records and
-//!   their compare-and-set), and firing due cursors.
+//!   their compare-and-set), and firing due cursors (core's `fire_step`,
+//!   carried out by a compare-and-write function call).
 //! - `flow`: flow control's calls (deferral, key info); the gate itself
 //!   runs in the lease function (`lua/flow.lua`, docs/redis.md "Flow
 //!   control").

@@ -7,6 +7,7 @@
 //!   timers, and re-arms the timers from what it finds;
 //! - the pub/sub task listens for other nodes' events and reconnects.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -72,7 +73,12 @@ async fn unindex_loop(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
 async fn timer_loop(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
     while !*stop.borrow() {
         let now = inner.clock.now_ms();
-        for (queue, shard) in inner.wake.take_due(now) {
+        let held = inner.timers_held.load(Ordering::Relaxed);
+        for (queue, shard) in if held {
+            Vec::new()
+        } else {
+            inner.wake.take_due(now)
+        } {
             // A waiting lease call promotes and pops in one script: wake one
             // now rather than after the promotion's round trip. The
             // promotion below still runs (other nodes, metrics, re-arming).
@@ -82,8 +88,8 @@ async fn timer_loop(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
         // Wall time is re-read every round and the sleep is capped, so a
         // wall-clock jump neither fires everything at once nor stalls.
         let wait = match inner.wake.next_due() {
-            Some(due) => Duration::from_millis(due.saturating_sub(inner.clock.now_ms())),
-            None => SWEEP_INTERVAL,
+            Some(due) if !held => Duration::from_millis(due.saturating_sub(inner.clock.now_ms())),
+            _ => SWEEP_INTERVAL,
         }
         .min(SWEEP_INTERVAL);
         tokio::select! {
@@ -96,7 +102,9 @@ async fn timer_loop(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
 
 async fn sweep_loop(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
     while !*stop.borrow() {
-        sweep(&inner).await;
+        if !inner.timers_held.load(Ordering::Relaxed) {
+            sweep(&inner).await;
+        }
         tokio::select! {
             () = tokio::time::sleep(SWEEP_INTERVAL) => {}
             () = inner.sweep_now.notified() => {}

@@ -12,10 +12,18 @@ async fn fresh() -> Arc<dyn delayd_core::Broker> {
     Arc::new(broker(cluster.urls(), 3, &unique_prefix()).await)
 }
 
+async fn fresh_held() -> Arc<dyn delayd_core::Broker> {
+    let cluster = shared_cluster();
+    let broker = broker(cluster.urls(), 3, &unique_prefix()).await;
+    broker.hold_timers(true);
+    Arc::new(broker)
+}
+
 delayd_core::conformance_tests!(fresh());
 delayd_core::conformance_tests_extended!(fresh());
 delayd_core::conformance_tests_schedules!(fresh());
 delayd_core::conformance_tests_schedules_extended!(fresh());
+delayd_core::conformance_tests_time_at_call!(fresh_held());
 
 /// Flow control keeps a queue's limits and counts under one hash tag, so it
 /// needs one shard per queue (docs/redis.md, "Flow control"); its queues

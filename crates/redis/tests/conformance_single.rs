@@ -11,8 +11,18 @@ async fn fresh() -> Arc<dyn delayd_core::Broker> {
     Arc::new(broker(vec![server.url()], 1, &unique_prefix()).await)
 }
 
+/// A fresh broker whose timer and sweep tasks are held for the whole case:
+/// only the calls themselves apply time.
+async fn fresh_held() -> Arc<dyn delayd_core::Broker> {
+    let server = shared_single();
+    let broker = broker(vec![server.url()], 1, &unique_prefix()).await;
+    broker.hold_timers(true);
+    Arc::new(broker)
+}
+
 delayd_core::conformance_tests!(fresh());
 delayd_core::conformance_tests_extended!(fresh());
 delayd_core::conformance_tests_schedules!(fresh());
 delayd_core::conformance_tests_schedules_extended!(fresh());
 delayd_core::conformance_tests_flow!(fresh());
+delayd_core::conformance_tests_time_at_call!(fresh_held());

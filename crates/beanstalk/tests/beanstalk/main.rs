@@ -8,4 +8,5 @@ mod local;
 mod local_broker;
 mod model_broker;
 mod pipelined;
+mod reserve_due_at_deadline;
 mod session_bytes;

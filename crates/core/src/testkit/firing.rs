@@ -1,7 +1,7 @@
-//! How the model fires schedules: the shared firing step of
-//! `crate::recurring` (plan, enqueue each planned fire, store the advanced
-//! record), applied by [`State::settle`] at the moment a broker arming a
-//! timer for each cursor would have applied it.
+//! How the model fires schedules: the shared firing step
+//! ([`crate::firing::fire_step`]: plan, enqueue each planned fire, store
+//! the advanced record), applied by [`State::settle`] at the moment a
+//! broker arming a timer for each cursor would have applied it.
 //!
 //! The model has no timers: it catches up on every call. Planning at the
 //! call's `now` would make a quiet stretch look like an outage (with
@@ -14,10 +14,10 @@
 //! `now`. A cursor set during this call (after a fire) fires on time.
 
 use std::collections::BTreeSet;
+use std::convert::Infallible;
 
 use super::state::State;
-use crate::message::MessageState;
-use crate::model::QueueName;
+use crate::model::{MessageId, QueueName};
 use crate::recurring::ScheduleId;
 
 type ScheduleKey = (QueueName, ScheduleId);
@@ -42,28 +42,29 @@ impl State {
             .min()
     }
 
-    /// One firing step of schedule `key` at wall time `moment`: whether the
-    /// record advanced (a due cursor always does).
+    /// One firing step of schedule `key` at wall time `moment`
+    /// ([`crate::firing::fire_step`]): whether the record advanced (a due
+    /// cursor always does).
     pub(super) fn fire_step(&mut self, key: &ScheduleKey, moment: u64) -> bool {
         let Some(record) = self.schedules.get(key).cloned() else {
             return false;
         };
-        let previous_live = record.previous_message().is_some_and(|id| {
-            self.messages
-                .get(&(key.0.clone(), id))
-                .is_some_and(|s| s.msg.state != MessageState::Dead)
-        });
-        let plan = record.plan(moment, previous_live);
-        for &t in &plan.fires {
-            // A fire is a normal enqueue: an id still live adds nothing.
-            let fired = self.enqueue(&key.0, record.fire_request(t), moment);
+        let state_of = |id: &MessageId| {
+            let stored = self.messages.get(&(key.0.clone(), id.clone()));
+            Ok::<_, Infallible>(stored.map(|s| s.msg.state))
+        };
+        let step = match crate::firing::fire_step(&record, moment, state_of) {
+            Ok(step) => step,
+            Err(never) => match never {},
+        };
+        for (t, request) in step.messages {
+            let fired = self.enqueue(&key.0, request, moment);
             debug_assert!(fired.is_ok(), "fire {t} of {record:?}: {fired:?}");
         }
-        let next = record.apply(&plan);
-        if next == record {
+        if step.record == record {
             return false;
         }
-        self.schedules.insert(key.clone(), next);
+        self.schedules.insert(key.clone(), step.record);
         true
     }
 }

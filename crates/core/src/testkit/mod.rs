@@ -15,7 +15,8 @@
 //!   [`conformance_tests_extended!`](crate::conformance_tests_extended),
 //!   [`conformance_tests_schedules!`](crate::conformance_tests_schedules)
 //!   [`conformance_tests_schedules_extended!`](crate::conformance_tests_schedules_extended)
-//!   and [`conformance_tests_flow!`](crate::conformance_tests_flow),
+//!   [`conformance_tests_flow!`](crate::conformance_tests_flow)
+//!   and [`conformance_tests_time_at_call!`](crate::conformance_tests_time_at_call),
 //!   which expand to one `#[test]` per case.
 //!
 //! ```text
@@ -257,5 +258,29 @@ macro_rules! conformance_tests_flow {
     };
     ($factory:expr) => {
         $crate::conformance_tests_flow!(@cases ($factory));
+    };
+}
+
+/// The rules of time settled at the call (issue 31): every call applies
+/// what is due at its own `now` before it acts. Run against a broker whose
+/// background timers are held back for the whole case (the model has
+/// none; `LocalBroker::hold_driver(true)`, `RedisBroker::hold_timers(true)`,
+/// a server over such a broker), so only the calls themselves can apply
+/// time. HTTP-visible: for every broker.
+#[macro_export]
+macro_rules! conformance_tests_time_at_call {
+    (@cases ($($how:tt)+)) => {
+        $crate::__conformance_cases!($($how)+;
+            ack_after_expiry_is_lease_mismatch,
+            backoff_counts_from_expiry,
+            due_cursor_fires_at_put_and_pause,
+            lease_deadline_after_due_returns_it,
+        );
+    };
+    (virtual_time |$clock:ident| $factory:expr) => {
+        $crate::conformance_tests_time_at_call!(@cases (virtual_time |$clock| $factory));
+    };
+    ($factory:expr) => {
+        $crate::conformance_tests_time_at_call!(@cases ($factory));
     };
 }

@@ -2,7 +2,8 @@
 //! closely related rules), each taking a fresh broker and panicking with a
 //! clear message on a violation. `conformance_tests!` runs the HTTP-visible
 //! ones, `conformance_tests_extended!` the rest; the recurring-schedule
-//! cases have their own two macros. docs/conformance.md lists
+//! cases have their own two macros, and the cases of time settled at the
+//! call (`time_at_call`) `conformance_tests_time_at_call!`. docs/conformance.md lists
 //! them with the choices made where api.md leaves room.
 //!
 //! Each case uses queue names unique to it and to the run, and assumes
@@ -19,6 +20,7 @@ mod schedule_support;
 mod schedules;
 mod schedules_wall;
 mod scheduling;
+mod time_at_call;
 
 pub use consuming::*;
 pub use dead::*;
@@ -30,3 +32,4 @@ pub use queues::*;
 pub use schedules::*;
 pub use schedules_wall::*;
 pub use scheduling::*;
+pub use time_at_call::*;
