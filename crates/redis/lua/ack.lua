@@ -1,5 +1,6 @@
 -- ARGV 4..: pairs of id, lease id. Returns {'OK', answer...}, one answer
--- per pair in order: the acked message's seq, 'NF' or 'LM'.
+-- per pair in order: the acked message's seq, 'NF' or 'LM'; then how many
+-- waiting lease calls to wake (see `wakes`).
 -- Fast path: a current, unexpired lease needs no promotion first (nothing
 -- else in the shard affects an ack), which saves three reads per ack; the
 -- first pair that is not one promotes once for the whole call. Removals
@@ -28,6 +29,7 @@ for i = 4, #ARGV, 2 do
     out[#out + 1] = bad
   else
     done[id] = true
+    key_removed(id, r)
     members[#members + 1] = member(r, id)
     ids[#ids + 1] = id
     out[#out + 1] = r[SK]
@@ -38,4 +40,5 @@ for i = 1, #ids, 400 do
   redis.call('ZREM', K_LEASE, unpack(members, i, last))
   redis.call('HDEL', K_MSG, unpack(ids, i, last))
 end
+out[#out + 1] = wakes()
 return out

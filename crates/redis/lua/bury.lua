@@ -1,4 +1,4 @@
--- ARGV 4: id, 5: lease id, 6: priority or ''. Returns {'OK'}, {'NF'}, {'LM'}.
+-- ARGV 4: id, 5: lease id, 6: priority or ''. Returns {'OK', wakes}, {'NF'}, {'LM'}.
 local c = cfg()
 if c then promote(c) end
 local id, lid = ARGV[4], ARGV[5]
@@ -8,4 +8,4 @@ redis.call('ZREM', K_LEASE, member(r, id))
 if ARGV[6] ~= '' then r[PR] = tonumber(ARGV[6]) end
 to_dead(id, r, NOW)
 save(id, r)
-return {'OK'}
+return {'OK', wakes()}

@@ -1,4 +1,4 @@
--- ARGV 4: id. Removes the message in any state. Returns {'OK', seq} or {'NF'}.
+-- ARGV 4: id. Removes the message in any state. Returns {'OK', seq, wakes} or {'NF'}.
 local c = cfg()
 if c then promote(c) end
 local id = ARGV[4]
@@ -6,4 +6,5 @@ local r = load(id)
 if not r then return {'NF'} end
 unlink(id, r)
 redis.call('HDEL', K_MSG, id)
-return {'OK', s(r[SK])}
+key_removed(id, r)
+return {'OK', s(r[SK]), wakes()}

@@ -31,24 +31,43 @@
 -- without rewriting records, so a pending record's exact state is where its
 -- member is (`state_of`).
 local KEYS, ARGV, K_CFG, K_SCHED, K_READY, K_LEASE, K_DEAD, K_MSG, K_SCHEDULES, K_CURSORS, NOW, SEED
+-- Flow control's keys, under the same hash tag (see lua/flow.lua): TAGP is
+-- the shard's key prefix `{P:queue#k}:`; per flow key there are also
+-- `TAGP km:<key>` (set of its live ids) and `TAGP pk:<key>` (its parked
+-- ready messages).
+local TAGP, K_FLOW, K_KEYS, K_KT, K_KL, K_KH, K_KHP, K_KCOOL, K_KWAIT, K_KIDLE
+-- Per call: the flow config once read (FCFG_READ), leases this call ended
+-- (ENDED) and parked messages it made ready again (WOKE), so the node
+-- wakes waiting lease calls.
+local FCFG_READ, FCFG, ENDED, WOKE
+-- Flow hooks, defined in lua/flow.lua (appended after this file).
+local key_saved, key_removed, key_added, unpark_one, flow_promote, flow_next, flow_cfg_from, key_wake,
+  park_new, flow_cfg
 local function bind(keys, args)
   KEYS, ARGV = keys, args
   K_CFG, K_SCHED, K_READY, K_LEASE, K_DEAD, K_MSG = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
   K_SCHEDULES, K_CURSORS = keys[7], keys[8]
   NOW, SEED = tonumber(args[2]), tonumber(args[3])
+  TAGP = K_CFG:sub(1, -4)
+  K_FLOW, K_KEYS, K_KT, K_KL = TAGP .. 'flow', TAGP .. 'keys', TAGP .. 'ktat', TAGP .. 'kleased'
+  K_KH, K_KHP, K_KCOOL = TAGP .. 'kholders', TAGP .. 'kheld', TAGP .. 'kcool'
+  K_KWAIT, K_KIDLE = TAGP .. 'kwait', TAGP .. 'kidle'
+  FCFG_READ, FCFG, ENDED, WOKE = false, nil, 0, 0
 end
 local PROMOTE_LIMIT = 1000
 -- Record fields in stored order: seq, state (S/R/L/D), deliver_at,
 -- enqueued_at (stored as deliver_at - enqueued_at, which is small),
 -- priority, payload, headers, attempts, max_attempts, lease_ms,
--- lease_until, lease id, died_at, timeouts, releases, buries, kicks.
--- Optional ones are ''. Replies list them in this order after the id.
-local SK, ST, DA, EA, PR, PL, HD, AT, MA, LM, LU, LI, DD, CT, RL, BU, KI =
-  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17
-local NFIELDS = 17
+-- lease_until, lease id, died_at, timeouts, releases, buries, kicks, flow
+-- key, deferrals in a row. Optional ones are ''. Replies list them in this
+-- order after the id. Records written before flow control end at kicks
+-- and read as no key and no deferral.
+local SK, ST, DA, EA, PR, PL, HD, AT, MA, LM, LU, LI, DD, CT, RL, BU, KI, KY, DF =
+  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19
+local NFIELDS = 19
 -- Defaults of the fields that may be left out (7 and up).
 local DEFAULT = {[HD] = '', [AT] = 0, [MA] = '', [LM] = '', [LU] = '', [LI] = '', [DD] = '',
-                 [CT] = 0, [RL] = 0, [BU] = 0, [KI] = 0}
+                 [CT] = 0, [RL] = 0, [BU] = 0, [KI] = 0, [KY] = '', [DF] = 0}
 
 -- Numbers go to Redis commands as exact decimal strings (Lua's default
 -- %.14g would round epoch milliseconds and seqs). Replies need no such
@@ -58,12 +77,22 @@ local function member(r, id) return struct.pack('>I8', r[SK]) .. id end
 local function smember(r, id) return struct.pack('>I8I4', r[SK], r[PR]) .. id end
 local function rmember(da, seq, id) return struct.pack('>I8I8', da, seq) .. id end
 
+-- Whether the message holds its key (`Message::holds_key`): it has a key,
+-- is not dead, and was delivered (or deferred) before.
+local function holds(r)
+  return r[KY] ~= '' and r[ST] ~= 'D' and (r[AT] > 0 or r[DF] > 0)
+end
+
+-- A loaded record remembers (in named fields, which `pack` ignores)
+-- whether it was leased and held its key, so `save` can keep the per-key
+-- leased and holder counts in step with the records, in the same call.
 local function load(id)
   local v = redis.call('HGET', K_MSG, id)
   if not v then return nil end
   local r = cmsgpack.unpack(v)
   for i = #r + 1, NFIELDS do r[i] = DEFAULT[i] end
   r[EA] = r[DA] - r[EA]
+  r.l0, r.h0 = r[ST] == 'L', holds(r)
   return r
 end
 
@@ -78,10 +107,14 @@ end
 
 local function save(id, r)
   redis.call('HSET', K_MSG, id, pack(r))
+  if r.l0 and r[ST] ~= 'L' then ENDED = ENDED + 1 end
+  if r[KY] ~= '' then key_saved(id, r) else r.l0 = r[ST] == 'L' end
 end
 
 local function cfg()
-  local c = redis.call('HMGET', K_CFG, 'lm', 'ma', 'ri', 'rx', 'rm', 'pu', 'sl')
+  local c = redis.call('HMGET', K_CFG, 'lm', 'ma', 'ri', 'rx', 'rm', 'pu', 'sl',
+    'fl', 'qi', 'qb', 'ki', 'kb', 'qn', 'kn', 'od')
+  flow_cfg_from(c, 8)
   if not c[1] then return nil end
   return {lm = tonumber(c[1]), ma = tonumber(c[2]), ri = tonumber(c[3]),
           rx = tonumber(c[4]), rm = tonumber(c[5]), pu = c[6] or '',
@@ -134,7 +167,15 @@ end
 local function unlink(id, r)
   local st = r[ST]
   if st == 'S' or st == 'R' then
-    if redis.call('ZREM', K_SCHED, smember(r, id)) == 0 then
+    if redis.call('ZREM', K_SCHED, smember(r, id)) == 0 and r[KY] ~= '' then
+      -- A ready message of a key leaves: the key's next parked one may
+      -- go (lua/flow.lua); or it was parked itself.
+      if redis.call('ZREM', K_READY, rmember(r[DA], r[SK], id)) == 1 then
+        key_wake(r[KY])
+      else
+        unpark_one(id, r)
+      end
+    elseif r[KY] == '' then
       redis.call('ZREM', K_READY, rmember(r[DA], r[SK], id))
     end
   elseif st == 'L' then redis.call('ZREM', K_LEASE, member(r, id))
@@ -169,6 +210,8 @@ local function fail(c, id, r, from, delay, may_die, new_pr, timed_out)
   if new_pr then r[PR] = new_pr end
   redis.call('ZREM', K_LEASE, member(r, id))
   r[LU], r[LI] = '', ''
+  -- A failure ends a run of deferrals.
+  r[DF] = 0
   if timed_out then r[CT] = r[CT] + 1 else r[RL] = r[RL] + 1 end
   if may_die and ma ~= 0 and r[AT] >= ma then
     to_dead(id, r, from)
@@ -198,14 +241,27 @@ local function promote(c)
   -- Due members move without loading their records: the sched member and
   -- score carry everything the ready member needs. They are the first
   -- ranks of sched (lowest scores), so one ZREMRANGEBYRANK removes them.
+  flow_promote()
   local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', s(NOW), 'WITHSCORES', 'LIMIT', 0, PROMOTE_LIMIT)
   if #due == 0 then return fired, expired end
   redis.call('ZREMRANGEBYRANK', K_SCHED, 0, #due / 2 - 1)
-  local ready = {}
+  local ready, readied = {}, {}
+  -- On a queue with flow, each record is read for its key: a message of a
+  -- key that waits for a wake-up joins its park (lua/flow.lua).
+  local flow = flow_cfg()
   for j = 1, #due, 2 do
     local m, da = due[j], tonumber(due[j + 1])
-    ready[j] = s(struct.unpack('>I4', m, 9))
-    ready[j + 1] = struct.pack('>I8', da) .. m:sub(1, 8) .. m:sub(13)
+    local pr, rm = s(struct.unpack('>I4', m, 9)), struct.pack('>I8', da) .. m:sub(1, 8) .. m:sub(13)
+    local parked = false
+    if flow then
+      local r = load(m:sub(13))
+      -- A holder of its key never waits in a park: it is the key's next.
+      parked = r and r[KY] ~= '' and not holds(r) and park_new(r[KY], pr, rm, readied)
+    end
+    if not parked then
+      ready[#ready + 1] = pr
+      ready[#ready + 1] = rm
+    end
     fired[#fired + 1] = da
   end
   zadd_all(K_READY, ready)
@@ -229,6 +285,7 @@ local function next_due(c)
     local pu = tonumber(c.pu)
     if pu > NOW and (not best or pu < best) then best = pu end
   end
+  best = flow_next(best)
   if best then return s(best) end
   return ''
 end
@@ -242,9 +299,10 @@ local function check_lease(id, lid)
   return nil, r
 end
 
--- Enqueues the groups of 8 arguments from ARGV[from] on: id, seq,
+-- Enqueues the groups of 9 arguments from ARGV[from] on: id, seq,
 -- deliver_at, priority, max_attempts ('' = queue's), lease_ms ('' =
--- queue's), headers (opaque), payload; seqs increase along the groups.
+-- queue's), headers (opaque), payload, flow key ('' = none); seqs increase
+-- along the groups.
 -- Returns {'OK', created, seq, deliver_at, state, ...} per item, or {'SEQ'}
 -- when the first seq is not above the last one this shard issued (`sl` in
 -- cfg), so that seqs increase per queue shard whichever node enqueues: the
@@ -255,23 +313,26 @@ local function enqueue_items(c, from)
   if ARGV[from + 1] and tonumber(ARGV[from + 1]) <= c.sl then return {'SEQ'} end
   local last = c.sl
   local out = {'OK'}
-  local sched, ready = {}, {}
+  local sched, ready, readied = {}, {}, {}
   -- Ids created by this call, with their state: their index entries are
   -- not written yet when the same id comes again later in the call.
   local created = {}
-  for i = from, #ARGV, 8 do
+  for i = from, #ARGV, 9 do
     local id = ARGV[i]
     local r = {tonumber(ARGV[i + 1]), 'S', tonumber(ARGV[i + 2]), NOW, tonumber(ARGV[i + 3]),
       ARGV[i + 7], ARGV[i + 6], 0, tonumber(ARGV[i + 4]) or '', tonumber(ARGV[i + 5]) or '',
-      '', '', '', 0, 0, 0, 0}
+      '', '', '', 0, 0, 0, 0, ARGV[i + 8], 0}
     local n = #out
     if redis.call('HSETNX', K_MSG, id, pack(r)) == 0 then
       local ex = load(id)
       out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 0, ex[SK], ex[DA], created[id] or state_of(id, ex)
     else
       last = r[SK]
+      if r[KY] ~= '' then key_added(id, r[KY]) end
       local st = 'S'
-      if r[DA] <= NOW then
+      if r[DA] <= NOW and r[KY] ~= '' and park_new(r[KY], r[PR], rmember(r[DA], r[SK], id), readied) then
+        st = 'R'
+      elseif r[DA] <= NOW then
         st = 'R'
         ready[#ready + 1] = s(r[PR])
         ready[#ready + 1] = rmember(r[DA], r[SK], id)

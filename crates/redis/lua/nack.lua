@@ -1,6 +1,6 @@
 -- ARGV 4: id, 5: lease id, 6: delay_ms or '' (backoff), 7: priority or '',
 -- 8: '1' when the nack counts towards max_attempts.
--- Returns {'OK', new state, next_due}, {'NF'}, {'LM'} or {'NOQ'}.
+-- Returns {'OK', new state, next_due, wakes}, {'NF'}, {'LM'} or {'NOQ'}.
 local c = cfg()
 if not c then return {'NOQ'} end
 promote(c)
@@ -8,4 +8,4 @@ local id, lid = ARGV[4], ARGV[5]
 local bad, r = check_lease(id, lid)
 if bad then return {bad} end
 local st = fail(c, id, r, NOW, tonumber(ARGV[6]), ARGV[8] == '1', tonumber(ARGV[7]), false)
-return {'OK', st, next_due(c)}
+return {'OK', st, next_due(c), wakes()}

@@ -14,7 +14,7 @@ for _, id in ipairs(ids) do
   local r = load(id)
   if r and r[ST] == 'D' then
     redis.call('ZREM', K_DEAD, member(r, id))
-    r[AT], r[DD], r[KI] = 0, '', r[KI] + 1
+    r[AT], r[DF], r[DD], r[KI] = 0, 0, '', r[KI] + 1
     -- A redriven message is ready now: a future deliver_at is pulled in.
     r[DA] = math.min(r[DA], NOW)
     r[ST] = 'R'

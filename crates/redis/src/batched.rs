@@ -173,9 +173,13 @@ impl Inner {
             .run(scripts::ACK, &keys, self.clock.now_ms(), args)
             .await?;
         let (_, answers) = status(&reply)?;
+        let [answers @ .., wakes] = answers else {
+            return Err(BrokerError::unavailable("ack: empty reply"));
+        };
         if answers.len() != pairs.len() {
             return Err(BrokerError::unavailable("ack: reply does not match"));
         }
+        self.woke(queue, Some(wakes)).await;
         let mut out = Vec::with_capacity(pairs.len());
         for ((id, lease), a) in pairs.iter().zip(answers) {
             out.push(match a {

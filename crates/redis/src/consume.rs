@@ -41,6 +41,23 @@ impl Drop for WaiterGuard<'_> {
     }
 }
 
+/// Counts the lease function's held-back messages (`reason count ...`) in
+/// `delayd_flow_held_total`.
+fn record_holds(queue: &QueueName, held: &str) {
+    let mut words = held.split_whitespace();
+    while let (Some(reason), Some(count)) = (words.next(), words.next()) {
+        let reason = match reason {
+            "rate" => "rate",
+            "concurrency" => "concurrency",
+            "ordered" => "ordered",
+            _ => "cooldown",
+        };
+        let count = count.parse().unwrap_or(0);
+        metrics::counter!(metric::FLOW_HELD_TOTAL, "queue" => queue.to_string(), "reason" => reason)
+            .increment(count);
+    }
+}
+
 impl Inner {
     pub(crate) async fn lease(
         &self,
@@ -199,8 +216,12 @@ impl Inner {
         let fired = usize::try_from(int(fired)?)
             .unwrap_or(usize::MAX)
             .min(rest.len());
-        let (fired, records) = rest.split_at(fired);
+        let (fired, rest) = rest.split_at(fired);
+        let [held, records @ ..] = rest else {
+            return Err(BrokerError::unavailable("lease: short reply"));
+        };
         record_lateness(queue, now, fired);
+        record_holds(queue, text(held)?);
         let deliveries = record::deliveries(queue, records)?;
         if let Some(expiry) = deliveries.iter().map(|d| d.lease_until).min() {
             self.wake.arm(queue, shard, expiry);
@@ -246,7 +267,7 @@ impl Inner {
 
     /// Runs a script that acts on a current lease and maps the shared
     /// `NF`/`LM` answers to errors.
-    async fn on_lease(
+    pub(crate) async fn on_lease(
         &self,
         function: Function,
         queue: &QueueName,
@@ -285,9 +306,24 @@ impl Inner {
                 b"0".to_vec()
             },
         ];
+        if nack.defer {
+            return self.defer(queue, id, lease, nack).await;
+        }
         let (shard, rest) = self
             .on_lease(scripts::NACK, queue, id, lease, extra)
             .await?;
+        self.woke(queue, rest.get(2)).await;
+        self.after_nack(queue, shard, &rest).await
+    }
+
+    /// Wakes and announcements after a nack or a deferral answered
+    /// `{new state, next_due, ...}`.
+    pub(crate) async fn after_nack(
+        &self,
+        queue: &QueueName,
+        shard: u32,
+        rest: &[Value],
+    ) -> BrokerResult<()> {
         match rest.first().map(text).transpose()? {
             Some("R") => self.announce_ready(queue, 1).await,
             Some("D") => {
@@ -310,8 +346,10 @@ impl Inner {
         lease: &LeaseId,
         priority: Option<u32>,
     ) -> BrokerResult<()> {
-        self.on_lease(scripts::BURY, queue, id, lease, vec![opt_arg(priority)])
+        let (_, rest) = self
+            .on_lease(scripts::BURY, queue, id, lease, vec![opt_arg(priority)])
             .await?;
+        self.woke(queue, rest.first()).await;
         metrics::counter!(metric::DEAD_LETTERED_TOTAL, "queue" => queue.to_string()).increment(1);
         Ok(())
     }

@@ -19,6 +19,9 @@
 //! - `schedules`, `fire`: recurring schedules: the calls (records and
 //!   their compare-and-set), and firing due cursors (core's `fire_step`,
 //!   carried out by a compare-and-write function call).
+//! - `flow`: flow control's calls (deferral, key info); the gate itself
+//!   runs in the lease function (`lua/flow.lua`, docs/redis.md "Flow
+//!   control").
 //! - `record`: decoding script replies into core types.
 //! - `keys`: key names, hash tags and the shard of a message id.
 //! - `wake`: node-local wake-ups: waiting lease calls and per-shard timers.
@@ -57,6 +60,7 @@ pub mod config;
 mod conn;
 mod consume;
 mod fire;
+mod flow;
 mod keys;
 mod messages;
 mod pipeline;
@@ -260,11 +264,7 @@ impl Broker for RedisBroker {
         queue: &delayd_core::QueueName,
         key: &delayd_core::FlowKey,
     ) -> delayd_core::BrokerResult<delayd_core::KeyInfo> {
-        // FLOW-WIP: replaced by the backend's own before landing.
-        let _ = (queue, key);
-        Err(delayd_core::BrokerError::unavailable(
-            "flow keys: not built yet",
-        ))
+        self.inner.key_info(queue, key).await
     }
 
     async fn ready(&self) -> BrokerResult<()> {
@@ -288,4 +288,18 @@ impl Broker for RedisBroker {
 /// (`delayd_<hash of its Lua>`; docs/redis.md, "Function library").
 pub fn library_name() -> &'static str {
     &scripts::LIBRARY.name
+}
+
+impl RedisBroker {
+    /// Runs the Lua port of the flow gate (`lua/flow_eval.lua`) on groups
+    /// of 7 arguments: tat, interval (`''`: no rate), burst, slots (`''`:
+    /// none), leased, cooling_until, now. Per group it answers the hold's
+    /// reason (`''`: admitted), its end, `ready_at` and the TAT after a
+    /// take. For the differential test against `delayd_core::flow` only.
+    #[doc(hidden)]
+    pub async fn flow_eval_lua(&self, args: Vec<String>) -> BrokerResult<Vec<String>> {
+        self.inner
+            .flow_eval(args.into_iter().map(String::into_bytes).collect())
+            .await
+    }
 }

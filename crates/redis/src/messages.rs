@@ -55,6 +55,7 @@ pub(crate) fn prepare(index: usize, req: EnqueueRequest, now: u64) -> BrokerResu
         opt(req.lease_ms.map(|m| m.to_string())),
         record::encode_headers(&req.headers)?.into_bytes(),
         req.payload,
+        opt(req.key.map(String::from)),
     ];
     Ok(Prepared {
         index,
@@ -305,8 +306,9 @@ impl Inner {
             )
             .await?;
         match status(&reply)? {
-            ("OK", [sk, ..]) => {
+            ("OK", [sk, rest @ ..]) => {
                 self.unindex_seq(int(sk)?);
+                self.woke(queue, rest.first()).await;
                 Ok(())
             }
             _ => Err(self.not_found(queue, id).await),

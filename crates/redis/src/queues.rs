@@ -5,16 +5,39 @@
 //! transition reads them atomically in its own slot.
 
 use delayd_core::{
-    BrokerError, BrokerResult, QueueConfig, QueueConfigPatch, QueueInfo, QueueName, QueueStats,
-    Upsert,
+    BrokerError, BrokerResult, FlowConfig, QueueConfig, QueueConfigPatch, QueueInfo, QueueName,
+    QueueStats, Upsert,
 };
 
 use crate::broker::Inner;
 use crate::record::{int, opt_int, status, text};
 use crate::scripts;
 
+/// The `flow_set` arguments of a queue's flow (lua/flow.lua): the numbers
+/// its gate needs, the emission intervals computed here (`Rate::interval_us`).
+fn flow_args(flow: Option<&FlowConfig>) -> Vec<Vec<u8>> {
+    let Some(flow) = flow else {
+        return vec![Vec::new()];
+    };
+    let num = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default().into_bytes();
+    vec![
+        b"1".to_vec(),
+        num(flow.rate.map(|r| r.interval_us())),
+        num(flow.rate.map(|r| u64::from(r.burst))),
+        num(flow.key_rate.map(|r| r.interval_us())),
+        num(flow.key_rate.map(|r| u64::from(r.burst))),
+        num(flow.concurrency.map(u64::from)),
+        num(flow.key_slots().map(u64::from)),
+        if flow.ordered {
+            b"1".to_vec()
+        } else {
+            Vec::new()
+        },
+    ]
+}
+
 impl Inner {
-    async fn load_config(&self, queue: &QueueName) -> BrokerResult<Option<QueueConfig>> {
+    pub(crate) async fn load_config(&self, queue: &QueueName) -> BrokerResult<Option<QueueConfig>> {
         let json: Option<String> = self
             .query(
                 redis::cmd("HGET")
@@ -60,6 +83,32 @@ impl Inner {
             self.query::<()>(&hset, true).await?;
             self.query::<()>(redis::cmd("HSETNX").arg(cfg).arg("pu").arg(""), true)
                 .await?;
+            let reply = self
+                .run(
+                    scripts::FLOW_SET,
+                    &keys,
+                    self.clock.now_ms(),
+                    flow_args(config.flow.as_ref()),
+                )
+                .await?;
+            if let ("OK", [wakes, ..]) = status(&reply)? {
+                if int(wakes)? > 0 {
+                    self.announce_ready(queue).await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Flow control needs the queue's limits and counts in one hash tag:
+    /// refused on a deployment with several shards per queue (docs/redis.md,
+    /// "Flow control").
+    fn check_flow(&self, config: &QueueConfig) -> BrokerResult<()> {
+        if config.flow.is_some() && self.keys.shards > 1 {
+            return Err(BrokerError::InvalidArgument(format!(
+                "flow: not supported with {} shards per queue on Redis (use shards = 1)",
+                self.keys.shards
+            )));
         }
         Ok(())
     }
@@ -73,11 +122,13 @@ impl Inner {
         let upsert = match self.load_config(queue).await? {
             Some(current) => {
                 let config = patch.resolve(Some(&current))?;
+                self.check_flow(&config)?;
                 self.store_config(queue, &config).await?;
                 Upsert::Updated
             }
             None => {
                 let config = patch.resolve(None)?;
+                self.check_flow(&config)?;
                 let created: bool = self
                     .query(
                         redis::cmd("HSETNX")
@@ -94,6 +145,7 @@ impl Inner {
                     // Another node created it meanwhile: merge into theirs.
                     let current = self.load_config(queue).await?;
                     let config = patch.resolve(current.as_ref())?;
+                    self.check_flow(&config)?;
                     self.store_config(queue, &config).await?;
                     Upsert::Updated
                 }
@@ -154,9 +206,11 @@ impl Inner {
             let keys = self.keys.shard(queue, shard);
             let reply = self.run(scripts::STATS, &keys, now, Vec::new()).await?;
             let (word, rest) = status(&reply)?;
-            if word != "OK" || rest.len() < 7 {
+            if word != "OK" || rest.len() < 9 {
                 continue;
             }
+            stats.flow_keys += int(&rest[7])?;
+            stats.cooling_keys += int(&rest[8])?;
             stats.scheduled += int(&rest[0])?;
             stats.ready += int(&rest[1])?;
             stats.leased += int(&rest[2])?;

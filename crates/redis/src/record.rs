@@ -6,13 +6,13 @@
 use std::collections::BTreeMap;
 
 use delayd_core::{
-    BrokerError, BrokerResult, Delivery, LeaseId, Message, MessageCounters, MessageId,
+    BrokerError, BrokerResult, Delivery, FlowKey, LeaseId, Message, MessageCounters, MessageId,
     MessageState, QueueName,
 };
 use redis::Value;
 
-/// Values per record: the id and the 17 fields `append_record` emits.
-pub(crate) const RECORD_LEN: usize = 18;
+/// Values per record: the id and the 19 fields `append_record` emits.
+pub(crate) const RECORD_LEN: usize = 20;
 
 fn corrupt(what: &str) -> BrokerError {
     tracing::error!(what, "unexpected reply from a delayd script");
@@ -102,8 +102,8 @@ pub(crate) fn message(queue: &QueueName, r: &[Value]) -> BrokerResult<Message> {
     }
     let id = MessageId::new(text(&r[0])?).map_err(|_| corrupt("message id"))?;
     Ok(Message {
-        deferrals: 0,
-        key: None,
+        deferrals: int32(&r[19])?,
+        key: flow_key(&r[18])?,
         queue: queue.clone(),
         id,
         seq: int(&r[1])?,
@@ -129,12 +129,20 @@ pub(crate) fn message(queue: &QueueName, r: &[Value]) -> BrokerResult<Message> {
     })
 }
 
+/// The record's flow key (`''`: none).
+fn flow_key(v: &Value) -> BrokerResult<Option<FlowKey>> {
+    match text(v)? {
+        "" => Ok(None),
+        key => FlowKey::new(key).map(Some).map_err(|_| corrupt("flow key")),
+    }
+}
+
 /// A leased record as a delivery.
 pub(crate) fn delivery(queue: &QueueName, r: &[Value]) -> BrokerResult<Delivery> {
     let lease_id = LeaseId(text(&r[12])?.to_owned());
     let m = message(queue, r)?;
     Ok(Delivery {
-        key: None,
+        key: m.key,
         queue: m.queue,
         id: m.id,
         seq: m.seq,

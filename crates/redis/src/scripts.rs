@@ -1,4 +1,4 @@
-//! The Lua function library: `lua/common.lua` once, then each
+//! The Lua function library: `lua/common.lua` and `lua/flow.lua` once, then each
 //! `lua/<op>.lua` body wrapped in a function and registered as
 //! `delayd_<version>_<op>`. Loaded with `FUNCTION LOAD REPLACE` (on every
 //! primary of a Cluster) when a node connects, and again whenever a call
@@ -54,6 +54,10 @@ library! {
     (15, DROP, "drop"),
     (16, SCHED_SET, "sched_set"),
     (17, SCHED_FIRE, "sched_fire"),
+    (18, FLOW_SET, "flow_set"),
+    (19, DEFER, "defer"),
+    (20, KEY_INFO, "key_info"),
+    (21, FLOW_EVAL, "flow_eval"),
 }
 
 /// The library as loaded into Redis.
@@ -71,6 +75,7 @@ pub(crate) static LIBRARY: LazyLock<Library> = LazyLock::new(|| build(OPS));
 /// its text, so any change to the Lua is a new version.
 fn build(ops: &[(&str, &str)]) -> Library {
     let mut body = String::from(include_str!("../lua/common.lua"));
+    body.push_str(include_str!("../lua/flow.lua"));
     for (op, lua) in ops {
         body.push_str(&format!("\nlocal function op_{op}()\n{lua}\nend\n"));
     }

@@ -143,10 +143,12 @@ pub(crate) async fn promote_shard(inner: &Inner, queue: &QueueName, shard: u32) 
     let Ok(("OK", rest)) = status(&reply) else {
         return;
     };
-    if rest.len() < 4 {
+    if rest.len() < 5 {
         return;
     }
-    let fired = &rest[4..];
+    let fired = &rest[5..];
+    // Parked messages made ready again, slots freed (lua/flow.lua).
+    let woke = usize::try_from(int(&rest[4]).unwrap_or(0)).unwrap_or(usize::MAX);
     record_lateness(queue, now, fired);
     let expired = int(&rest[2]).unwrap_or(0);
     if expired > 0 {
@@ -156,11 +158,11 @@ pub(crate) async fn promote_shard(inner: &Inner, queue: &QueueName, shard: u32) 
     if let Ok(Some(due)) = opt_int(&rest[0]) {
         inner.wake.arm(queue, shard, due);
     }
-    if !fired.is_empty() || expired > 0 {
+    if !fired.is_empty() || expired > 0 || woke > 0 {
         // Local waiters first and directly; other nodes hear it by pub/sub.
         inner.wake.ready_n(
             queue,
-            fired.len() + usize::try_from(expired).unwrap_or(usize::MAX),
+            (fired.len() + woke).saturating_add(usize::try_from(expired).unwrap_or(usize::MAX)),
         );
         inner.publish_detached(format!("r {queue}"));
     } else if int(&rest[1]).unwrap_or(0) > 0 {

@@ -25,6 +25,16 @@ delayd_core::conformance_tests_schedules!(fresh());
 delayd_core::conformance_tests_schedules_extended!(fresh());
 delayd_core::conformance_tests_time_at_call!(fresh_held());
 
+/// Flow control keeps a queue's limits and counts under one hash tag, so it
+/// needs one shard per queue (docs/redis.md, "Flow control"); its queues
+/// still spread over the Cluster's masters by name.
+async fn fresh_one_shard() -> Arc<dyn delayd_core::Broker> {
+    let cluster = shared_cluster();
+    Arc::new(broker(cluster.urls(), 1, &unique_prefix()).await)
+}
+
+delayd_core::conformance_tests_flow!(fresh_one_shard());
+
 /// One URL of a Cluster node is enough: the broker sees `cluster_enabled`
 /// and uses a Cluster connection (a plain one would get MOVED errors).
 #[tokio::test]

@@ -26,3 +26,20 @@ delayd_core::conformance_tests_schedules!(
             Arc::new(RedisBroker::connect(config).await.expect("connect"))
         }
 );
+
+delayd_core::conformance_tests_flow!(
+    virtual_time
+        | clock
+        | async move {
+            let config = RedisConfig {
+                urls: vec![shared_single().url()],
+                shards: 1,
+                key_prefix: unique_prefix(),
+                clock,
+                tls_ca: None,
+                virtual_time: true,
+                wait_replicas: None,
+            };
+            Arc::new(RedisBroker::connect(config).await.expect("connect"))
+        }
+);

@@ -15,10 +15,10 @@ use std::sync::Arc;
 use delayd_core::testkit::support::list_by_state;
 use delayd_core::testkit::ModelBroker;
 use delayd_core::{
-    Broker, BrokerResult, Catchup, Clock, EnqueueOptions, EnqueueRequest, LeaseId, LeaseRequest,
-    ManualClock, MessageId, MessageState, MessageTemplate, Nack, Overlap, QueueConfigPatch,
-    QueueName, Recurrence, Redrive, Reschedule, RetryPolicy, Schedule, ScheduleDefinition,
-    ScheduleId,
+    Broker, BrokerResult, Catchup, Clock, EnqueueOptions, EnqueueRequest, FlowConfig, FlowKey,
+    LeaseId, LeaseRequest, ManualClock, MessageId, MessageState, MessageTemplate, Nack, Overlap,
+    QueueConfigPatch, QueueName, Rate, Recurrence, Redrive, Reschedule, RetryPolicy, Schedule,
+    ScheduleDefinition, ScheduleId,
 };
 use delayd_redis::{RedisBroker, RedisConfig};
 use rand::rngs::StdRng;
@@ -54,7 +54,7 @@ async fn view(b: &dyn Broker, q: &QueueName) -> Vec<View> {
                 m.attempts,
                 m.lease_until,
                 m.died_at,
-                format!("{:?}", m.counters),
+                format!("{:?} key {:?} deferrals {}", m.counters, m.key, m.deferrals),
             ));
         }
     }
@@ -172,8 +172,15 @@ async fn step(
     q: &QueueName,
     sides: &mut [Side; 2],
     schedules: bool,
+    flow: bool,
 ) -> String {
     let id = IDS[rng.random_range(0..IDS.len())];
+    // With flow, messages get one of two keys or none.
+    let key = if flow {
+        [None, Some("x"), Some("y")][rng.random_range(0..3)]
+    } else {
+        None
+    };
     let mid = MessageId::new(id).unwrap();
     let op = rng.random_range(0..if schedules { 14 } else { 11 });
     let mut answers = Vec::new();
@@ -182,10 +189,11 @@ async fn step(
         0 | 1 => {
             let delay = [0, 3, 10, 50][rng.random_range(0..4)];
             let priority = [1, 2, 1024][rng.random_range(0..3)];
-            label = format!("enqueue {id} +{delay} p{priority}");
+            label = format!("enqueue {id} +{delay} p{priority} key {key:?}");
             for s in sides.iter() {
                 let r = EnqueueRequest {
                     id: Some(mid.clone()),
+                    key: key.map(|k| FlowKey::new(k).unwrap()),
                     schedule: Schedule::Delay(delay),
                     priority: Some(priority),
                     payload: id.as_bytes().to_vec(),
@@ -231,10 +239,12 @@ async fn step(
         }
         5 => {
             let delay_ms = [None, Some(0), Some(5)][rng.random_range(0..3)];
-            label = format!("nack {id} {delay_ms:?}");
+            let defer = flow && rng.random_bool(0.5);
+            label = format!("nack {id} {delay_ms:?} defer {defer}");
             for s in sides.iter() {
                 let nack = Nack {
                     delay_ms,
+                    defer,
                     ..Nack::default()
                 };
                 let r = s.broker.nack(q, &mid, &s.lease_of(id), nack).await;
@@ -310,10 +320,35 @@ async fn step(
 }
 
 async fn run(seed: u64, shards: u32) {
-    run_steps(seed, shards, STEPS, false).await;
+    run_steps(seed, shards, STEPS, false, None).await;
 }
 
-async fn run_steps(seed: u64, shards: u32, steps: usize, schedules: bool) {
+/// Flow control's view on both sides: each key's counts and cooldown, and
+/// the queue's key counts.
+async fn flow_view(b: &dyn Broker, q: &QueueName) -> String {
+    let mut out = Vec::new();
+    for k in ["x", "y"] {
+        out.push(format!(
+            "{:?}",
+            b.key_info(q, &FlowKey::new(k).unwrap()).await
+        ));
+    }
+    let stats = b.get_queue(q).await.unwrap().stats;
+    out.push(format!(
+        "keys {} cooling {} ready {}",
+        stats.flow_keys, stats.cooling_keys, stats.ready
+    ));
+    out.join("; ")
+}
+
+async fn run_steps(
+    seed: u64,
+    shards: u32,
+    steps: usize,
+    schedules: bool,
+    flow: Option<FlowConfig>,
+) {
+    let flowing = flow.is_some();
     let clock = ManualClock::new(1_700_000_000_000);
     let shared: Arc<dyn Clock> = Arc::new(clock.clone());
     let model: Arc<dyn Broker> = Arc::new(ModelBroker::with_clock(shared.clone()));
@@ -329,7 +364,7 @@ async fn run_steps(seed: u64, shards: u32, steps: usize, schedules: bool) {
     let redis: Arc<dyn Broker> = Arc::new(RedisBroker::connect(config).await.unwrap());
     let q = QueueName::new("eq").unwrap();
     let patch = QueueConfigPatch {
-        flow: None,
+        flow: flow.map(Some),
         lease_ms: Some(20),
         max_attempts: Some(3),
         // Backoff 5 ms with no jitter (10% of 5 rounds to 0): deterministic.
@@ -357,7 +392,23 @@ async fn run_steps(seed: u64, shards: u32, steps: usize, schedules: bool) {
     let mut history = Vec::new();
     let mut fires_seen = 0;
     for _ in 0..steps {
-        history.push(step(&mut rng, &clock, &q, &mut sides, schedules).await);
+        if flowing {
+            // Shown with --nocapture when a step's answers differ.
+            println!("seed {seed} step {}", history.len());
+        }
+        history.push(step(&mut rng, &clock, &q, &mut sides, schedules, flowing).await);
+        if flowing {
+            let (m, r) = (
+                flow_view(&*sides[0].broker, &q).await,
+                flow_view(&*sides[1].broker, &q).await,
+            );
+            assert_eq!(
+                m,
+                r,
+                "seed {seed} flow, after {:?}",
+                &history[history.len().saturating_sub(8)..]
+            );
+        }
         if schedules {
             settle_schedules(&*sides[1].broker, &clock, &q).await;
             let (m, r) = (
@@ -406,6 +457,66 @@ async fn matches_the_model_three_shards() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn matches_the_model_with_schedules() {
     for (seed, shards) in [(21, 1), (22, 3)] {
-        run_steps(seed, shards, 150, true).await;
+        run_steps(seed, shards, 150, true, None).await;
+    }
+}
+
+/// Flow configs for the flow runs: ordered keys; slots per queue and key
+/// with a key rate; a queue rate with two slots per key; ordered keys with
+/// both rates and queue slots. Each with a low
+/// `max_deferrals`, so deferrals also end in `dead`.
+fn flow_configs() -> Vec<FlowConfig> {
+    let base = FlowConfig {
+        max_deferrals: 2,
+        ..FlowConfig::default()
+    };
+    vec![
+        FlowConfig {
+            ordered: true,
+            ..base.clone()
+        },
+        FlowConfig {
+            concurrency: Some(2),
+            key_concurrency: Some(1),
+            key_rate: Some(Rate {
+                limit: 1,
+                period_ms: 10,
+                burst: 2,
+            }),
+            ..base.clone()
+        },
+        FlowConfig {
+            rate: Some(Rate {
+                limit: 2,
+                period_ms: 10,
+                burst: 1,
+            }),
+            key_concurrency: Some(2),
+            ..base.clone()
+        },
+        FlowConfig {
+            ordered: true,
+            concurrency: Some(3),
+            rate: Some(Rate {
+                limit: 3,
+                period_ms: 10,
+                burst: 2,
+            }),
+            key_rate: Some(Rate {
+                limit: 1,
+                period_ms: 5,
+                burst: 1,
+            }),
+            ..base
+        },
+    ]
+}
+
+#[tokio::test]
+async fn matches_the_model_with_flow() {
+    for (i, flow) in flow_configs().into_iter().enumerate() {
+        for seed in 31..=33 {
+            run_steps(seed + 10 * i as u64, 1, STEPS, false, Some(flow.clone())).await;
+        }
     }
 }
