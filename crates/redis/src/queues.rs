@@ -92,8 +92,10 @@ impl Inner {
                 )
                 .await?;
             if let ("OK", [wakes, ..]) = status(&reply)? {
-                if int(wakes)? > 0 {
-                    self.announce_ready(queue).await;
+                let wakes = int(wakes)?;
+                if wakes > 0 {
+                    let wakes = usize::try_from(wakes).unwrap_or(usize::MAX);
+                    self.announce_ready(queue, wakes).await;
                 }
             }
         }
