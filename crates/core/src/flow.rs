@@ -289,6 +289,21 @@ pub struct KeyInfo {
     pub cooling_until: Option<u64>,
 }
 
+impl KeyInfo {
+    /// A key with no live message and no cooldown (what a key that is not
+    /// known answers).
+    pub fn empty(key: FlowKey) -> Self {
+        Self {
+            key,
+            scheduled: 0,
+            ready: 0,
+            leased: 0,
+            dead: 0,
+            cooling_until: None,
+        }
+    }
+}
+
 /// What the deferral rule decides for a deferred delivery.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Deferral {

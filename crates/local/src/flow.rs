@@ -431,14 +431,7 @@ impl State {
         now: u64,
     ) -> delayd_core::BrokerResult<KeyInfo> {
         let q = self.queue(queue)?;
-        let mut info = KeyInfo {
-            key: key.clone(),
-            scheduled: 0,
-            ready: 0,
-            leased: 0,
-            dead: 0,
-            cooling_until: None,
-        };
+        let mut info = KeyInfo::empty(key.clone());
         let in_memory = q.messages.values().filter(|r| r.key.as_ref() == Some(key));
         let mut seen = BTreeSet::new();
         for rec in in_memory.chain(on_disk.iter()) {

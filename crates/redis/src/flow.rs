@@ -95,14 +95,7 @@ impl Inner {
         if !self.queue_exists(queue).await? {
             return Err(BrokerError::QueueNotFound(queue.clone()));
         }
-        let mut info = KeyInfo {
-            key: key.clone(),
-            scheduled: 0,
-            ready: 0,
-            leased: 0,
-            dead: 0,
-            cooling_until: None,
-        };
+        let mut info = KeyInfo::empty(key.clone());
         let now = self.clock.now_ms();
         for shard in 0..self.keys.shards {
             let keys = self.keys.shard(queue, shard);

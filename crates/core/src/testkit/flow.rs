@@ -243,14 +243,7 @@ impl State {
             .queues
             .get(queue)
             .ok_or_else(|| BrokerError::QueueNotFound(queue.clone()))?;
-        let mut info = KeyInfo {
-            key: key.clone(),
-            scheduled: 0,
-            ready: 0,
-            leased: 0,
-            dead: 0,
-            cooling_until: None,
-        };
+        let mut info = KeyInfo::empty(key.clone());
         for stored in self
             .in_queue(queue)
             .filter(|s| s.msg.key.as_ref() == Some(key))

@@ -244,14 +244,7 @@ impl Broker for NullBroker {
         _queue: &QueueName,
         key: &delayd_core::FlowKey,
     ) -> BrokerResult<delayd_core::KeyInfo> {
-        Ok(delayd_core::KeyInfo {
-            key: key.clone(),
-            scheduled: 0,
-            ready: 0,
-            leased: 0,
-            dead: 0,
-            cooling_until: None,
-        })
+        Ok(delayd_core::KeyInfo::empty(key.clone()))
     }
 
     async fn ready(&self) -> BrokerResult<()> {
