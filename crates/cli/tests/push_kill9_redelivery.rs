@@ -1,8 +1,10 @@
 //! Push delivery across a SIGKILL: with deliveries in flight to a slow
 //! receiver, `delayd serve` is killed and restarted on the same data
 //! directory; every message is still delivered (at least once, with a 2xx
-//! answer), those in flight at the kill come back with their attempt
-//! counted, and the queue ends empty.
+//! answer), those in flight at the kill are delivered again (with their
+//! attempt counted when their lease was durable at the kill; a lease does
+//! not wait for its own fsync, so a crash may take it: README,
+//! "Durability"), and the queue ends empty.
 
 mod common;
 
@@ -199,7 +201,11 @@ async fn push_deliveries_in_flight_at_sigkill_are_redelivered() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    // Those in flight at the kill came back as failed attempts.
+    // Those in flight at the kill were delivered again. A lease does not
+    // wait for its own fsync (README, "Durability"): when the kill came
+    // before the lease's group was durable, the crash took the lease and
+    // the redelivery is attempt 1 again; otherwise the expired lease was
+    // a failed attempt and the redelivery is attempt 2 or later.
     let mut after_restart: HashMap<String, u64> = HashMap::new();
     for (id, attempt) in receiver.received.lock().unwrap()[killed_at..].iter() {
         let entry = after_restart.entry(id.clone()).or_insert(*attempt);
@@ -208,8 +214,8 @@ async fn push_deliveries_in_flight_at_sigkill_are_redelivered() {
     for id in &in_flight {
         let attempt = after_restart.get(id).copied();
         assert!(
-            attempt.is_some_and(|a| a >= 2),
-            "{id} was in flight at the kill; after the restart: attempt {attempt:?}"
+            attempt.is_some(),
+            "{id} was in flight at the kill but not delivered again after the restart"
         );
     }
     for id in &ids {
