@@ -87,7 +87,7 @@ impl State {
         let Some(q) = self.queues.get_mut(queue) else {
             return;
         };
-        let Some(flow) = q.record.config.flow.clone() else {
+        let Some(flow) = &q.record.config.flow else {
             return;
         };
         let leased = rec.state == delayd_core::MessageState::Leased;
@@ -326,7 +326,7 @@ impl State {
         let Some(q) = self.queues.get_mut(queue) else {
             return;
         };
-        let Some(flow) = q.record.config.flow.clone() else {
+        let Some(flow) = &q.record.config.flow else {
             return;
         };
         let key_gate = rec
