@@ -73,6 +73,17 @@ impl FlowMem {
     }
 }
 
+/// Gives a key map's memory back once it is at most a quarter full, so a
+/// million keys that came and went leave no table behind (a `HashMap`
+/// never shrinks by itself). Amortised: a shrink to twice the length
+/// follows at least as many removals as it moves entries.
+fn shrink_when_sparse<V>(keys: &mut HashMap<FlowKey, V>) {
+    const MIN_CAPACITY: usize = 1024;
+    if keys.capacity() > MIN_CAPACITY && keys.len() * 4 < keys.capacity() {
+        keys.shrink_to((keys.len() * 2).max(MIN_CAPACITY));
+    }
+}
+
 /// Whether a message of `q` is parked by key rather than put in the ready
 /// set directly.
 pub(crate) fn keyed<'a>(q: &QueueState, rec: &'a MessageRecord) -> Option<&'a FlowKey> {
@@ -237,6 +248,7 @@ impl State {
         let old_timer = km.timer;
         if forget {
             q.flow.keys.remove(key);
+            shrink_when_sparse(&mut q.flow.keys);
             if let Some((id, _)) = old_timer {
                 self.timers.cancel(id);
             }

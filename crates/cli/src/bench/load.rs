@@ -32,6 +32,8 @@ pub struct Plan {
     /// Ack each lease's messages with one `POST .../acks`.
     pub ack_batch: bool,
     pub payload_size: usize,
+    /// Message `seq` gets the flow key `k{seq % keys}`; `None`: no keys.
+    pub keys: Option<u64>,
     pub delay_min_ms: u64,
     pub delay_max_ms: u64,
     /// Total messages per second; `None` = as fast as possible.
@@ -105,7 +107,11 @@ pub async fn produce(shared: Arc<Shared>, client: Client) {
 
 fn new_message(plan: &Plan, seq: u64) -> NewMessage {
     let delay = rand::random_range(plan.delay_min_ms..=plan.delay_max_ms);
-    NewMessage::new(payload(seq, plan.payload_size)).delay_ms(delay)
+    let message = NewMessage::new(payload(seq, plan.payload_size)).delay_ms(delay);
+    match plan.keys {
+        Some(keys) => message.key(format!("k{}", seq % keys)),
+        None => message,
+    }
 }
 
 /// One request: a single enqueue when `--batch 1`, else the batch endpoint.

@@ -76,6 +76,10 @@ pub struct BenchArgs {
     delay_min: Duration,
     #[arg(long, value_parser = parse_duration, default_value = "3s")]
     delay_max: Duration,
+    /// Give message number `n` the flow key `k{n % KEYS}`, so the messages
+    /// spread evenly over KEYS keys (see the queue's `flow`).
+    #[arg(long)]
+    keys: Option<u64>,
     /// Messages per enqueue request (1 = single `POST .../messages`).
     #[arg(long, default_value_t = 1)]
     batch: u64,
@@ -117,6 +121,9 @@ impl BenchArgs {
         if self.messages == 0 || self.messages > 10_000_000 {
             return fail("--messages must be within 1..=10000000");
         }
+        if self.keys == Some(0) {
+            return fail("--keys must be at least 1");
+        }
         if self.connections.is_some_and(|n| !(1..=1000).contains(&n)) {
             return fail("--connections must be within 1..=1000");
         }
@@ -149,6 +156,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         lease_max: args.lease_max,
         ack_batch: args.ack_batch,
         payload_size: args.payload_size,
+        keys: args.keys,
         delay_min_ms: millis(args.delay_min),
         delay_max_ms: millis(args.delay_max),
         rate: (args.rate > 0).then_some(args.rate as f64),
@@ -290,6 +298,7 @@ fn build_report(
         consumers: args.consumers,
         http2: args.conn.http2,
         connections: args.connections,
+        keys: args.keys,
         messages: args.messages,
         enqueued: tally.enqueued_count,
         enqueue_errors: tally.enqueue_errors,

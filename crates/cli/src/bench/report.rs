@@ -23,6 +23,8 @@ pub struct Report {
     pub http2: bool,
     /// `--connections` (`null`: one client, one pool, for every task).
     pub connections: Option<u32>,
+    /// `--keys` (`null`: the messages had no flow key).
+    pub keys: Option<u64>,
     /// `--messages`: how many the run tried to enqueue.
     pub messages: u64,
     pub enqueued: u64,
