@@ -13,20 +13,24 @@ message; anything else makes delayd retry it with the queue's backoff.
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterable
+from typing import Any, Callable, Dict, Iterable, List, Tuple
 
-from delayd.push import SignatureError, verify, wsgi_headers
+from delayd.push import PushDelivery, SignatureError, verify, wsgi_headers
 
 SECRET = os.environ.get("DELAYD_PUSH_SECRET", "change-me")
 
+Environ = Dict[str, Any]
+StartResponse = Callable[[str, List[Tuple[str, str]]], object]
+App = Callable[[Environ, StartResponse], Iterable[bytes]]
 
-def handle(delivery) -> None:  # type: ignore[no-untyped-def]
+
+def handle(delivery: PushDelivery) -> None:
     """Your work goes here; raising makes delayd retry."""
     print(f"{delivery.queue}/{delivery.id} attempt {delivery.attempt}: {delivery.text}")
 
 
-def make_app(secret: str, on_delivery: Callable = handle) -> Callable:  # type: ignore[type-arg]
-    def app(environ, start_response) -> Iterable[bytes]:  # type: ignore[no-untyped-def]
+def make_app(secret: str, on_delivery: Callable[[PushDelivery], object] = handle) -> App:
+    def app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = environ["wsgi.input"].read(length) if length else b""
         try:

@@ -41,7 +41,7 @@ def free_port() -> int:
 class Server:
     url: str
     data: Path
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     log: Path
 
     def stop(self, sig: int = signal.SIGTERM) -> int:

@@ -42,7 +42,8 @@ def properties(doc: Dict[str, Any], schema: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def body_schema(op: Dict[str, Any]) -> Dict[str, Any]:
-    return op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+    schema: Dict[str, Any] = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+    return schema
 
 
 def field_problems(doc: Dict[str, Any], name: str, route: Route, op: Dict[str, Any]) -> List[str]:

@@ -7,17 +7,21 @@ import asyncio
 import inspect
 import time
 import uuid
+from typing import Any, Coroutine, Set, TypeVar
 
 import pytest
+from conftest import Server
 
 import delayd
+
+T = TypeVar("T")
 
 
 @pytest.mark.parametrize(
     "sync_cls, async_cls", [(delayd.Client, delayd.AsyncClient), (delayd.Queue, delayd.AsyncQueue)]
 )
-def test_async_api_mirrors_the_sync_one(sync_cls, async_cls) -> None:  # type: ignore[no-untyped-def]
-    def public(cls):  # type: ignore[no-untyped-def]
+def test_async_api_mirrors_the_sync_one(sync_cls: type, async_cls: type) -> None:
+    def public(cls: type) -> Set[str]:
         return {n for n, f in vars(cls).items() if callable(f) and not n.startswith("_")}
 
     renamed = {"close": "aclose"}
@@ -29,11 +33,11 @@ def test_async_api_mirrors_the_sync_one(sync_cls, async_cls) -> None:  # type: i
         assert inspect.iscoroutinefunction(a) != sync_only, name
 
 
-def run(coro):  # type: ignore[no-untyped-def]
+def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
-def test_async_calls(server) -> None:  # type: ignore[no-untyped-def]
+def test_async_calls(server: Server) -> None:
     async def scenario() -> None:
         async with delayd.AsyncClient(server.url) as client:
             q = client.queue(f"async/{uuid.uuid4().hex[:8]}")
@@ -56,7 +60,7 @@ def test_async_calls(server) -> None:  # type: ignore[no-untyped-def]
     run(scenario())
 
 
-def test_async_consume_and_nack_on_raise(server) -> None:  # type: ignore[no-untyped-def]
+def test_async_consume_and_nack_on_raise(server: Server) -> None:
     async def scenario() -> None:
         async with delayd.AsyncClient(server.url) as client:
             q = client.queue(f"async/{uuid.uuid4().hex[:8]}")
@@ -79,7 +83,7 @@ def test_async_consume_and_nack_on_raise(server) -> None:  # type: ignore[no-unt
     run(scenario())
 
 
-def test_async_work_concurrency_and_stop(server) -> None:  # type: ignore[no-untyped-def]
+def test_async_work_concurrency_and_stop(server: Server) -> None:
     async def scenario() -> None:
         async with delayd.AsyncClient(server.url) as client:
             q = client.queue(f"async/{uuid.uuid4().hex[:8]}")

@@ -4,7 +4,10 @@ and dead-letter call, and the errors as exceptions."""
 from __future__ import annotations
 
 import datetime as dt
+import inspect
+import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +20,31 @@ def test_health_ready_metrics_openapi(client: delayd.Client) -> None:
     assert client.ready() == {"status": "ready"}
     assert "delayd" in client.metrics()
     assert client.openapi()["openapi"].startswith("3.")
+
+
+def test_put_sends_push_and_flow_only_when_given() -> None:
+    from delayd import _ops
+
+    assert _ops.put_queue("q").body == {}
+    assert _ops.put_queue("q", push=delayd.UNSET, flow=delayd.UNSET).body == {}
+    assert _ops.put_queue("q", push=None, flow=None).body == {"push": None, "flow": None}
+    body = _ops.put_queue("q", push=delayd.PushConfig("http://h/x"), flow=delayd.Flow(key_concurrency=1)).body
+    assert body is not None and body["push"]["url"] == "http://h/x" and body["flow"]["key_concurrency"] == 1
+    assert repr(delayd.UNSET) == "delayd.UNSET"
+
+
+@pytest.mark.parametrize("cls", [delayd.Client, delayd.Queue, delayd.AsyncClient, delayd.AsyncQueue])
+def test_public_signatures_name_no_private_types(cls: type) -> None:
+    """What a user sees in a signature is importable from ``delayd``: no
+    ``_module._NAME`` annotations, no anonymous ``object()`` defaults."""
+    for name, method in vars(cls).items():
+        if name.startswith("_") or not callable(method):
+            continue
+        for param in inspect.signature(method).parameters.values():
+            where = f"{cls.__name__}.{name}({param.name})"
+            if param.annotation is not inspect.Parameter.empty:
+                assert not re.search(r"(^|[.\[ ])_[A-Za-z]", str(param.annotation)), where
+            assert not repr(param.default).startswith("<object"), where
 
 
 def test_queue_lifecycle(queue: delayd.Queue, client: delayd.Client) -> None:
@@ -32,6 +60,8 @@ def test_queue_lifecycle(queue: delayd.Queue, client: delayd.Client) -> None:
     assert queue.pause().paused and not queue.resume().paused
     push = queue.put(push=delayd.PushConfig("http://127.0.0.1:9/hook", secret="s3"))
     assert push.config.push is not None and push.config.push.secret_set
+    # UNSET (the default) leaves push as it is; None removes it.
+    assert queue.put(max_attempts=4, push=delayd.UNSET).config.push is not None
     assert queue.put(push=None).config.push is None
     queue.delete()
     with pytest.raises(delayd.QueueNotFound):
@@ -150,7 +180,7 @@ def test_names_that_need_encoding(client: delayd.Client) -> None:
     q.delete()
 
 
-def test_token_auth(tmp_path) -> None:
+def test_token_auth(tmp_path: Path) -> None:
     from conftest import start_server
 
     srv = start_server(tmp_path / "data", tmp_path / "log", ["--token", "s3cret"])

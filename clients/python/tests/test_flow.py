@@ -8,8 +8,10 @@ import asyncio
 import threading
 import time
 import uuid
+from typing import List
 
 import pytest
+from conftest import Server
 
 import delayd
 
@@ -116,13 +118,13 @@ def test_defer_raised_in_a_consume_block_defers_the_message_in_hand(queue: delay
     assert queue.get_key("k4").cooling_until is not None
 
 
-def test_async_worker_defers_on_defer(server) -> None:  # type: ignore[no-untyped-def]
-    async def scenario() -> list:  # type: ignore[type-arg]
+def test_async_worker_defers_on_defer(server: Server) -> None:
+    async def scenario() -> List[int]:
         async with delayd.AsyncClient(server.url) as client:
             q = client.queue(f"flow/{uuid.uuid4().hex[:8]}")
             await q.put(flow=delayd.Flow(), max_attempts=1)
             await q.enqueue("x", key="k")
-            attempts = []
+            attempts: List[int] = []
             stop = asyncio.Event()
 
             async def handler(msg: delayd.AsyncDelivery) -> None:

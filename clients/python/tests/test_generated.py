@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 import pytest
+from conftest import Server
 from openapi_check import operations
 
 import delayd
@@ -24,7 +25,7 @@ def snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def test_openapi_python_client_generates_every_operation(server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_openapi_python_client_generates_every_operation(server: Server, tmp_path: Path) -> None:
     generator = shutil.which("openapi-python-client")
     if generator is None:
         pytest.fail("openapi-python-client is not installed (scripts/test-python installs it)")

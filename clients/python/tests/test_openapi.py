@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 import pytest
+from conftest import Server
 from openapi_check import client_routes, field_problems, operations, uncovered
 
 import delayd
@@ -16,7 +17,7 @@ from delayd.routes import ROUTES
 
 
 @pytest.fixture(scope="module")
-def doc(server) -> Dict[str, Any]:  # type: ignore[no-untyped-def]
+def doc(server: Server) -> Dict[str, Any]:
     with delayd.Client(server.url) as c:
         return c.openapi()
 

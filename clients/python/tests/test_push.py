@@ -3,23 +3,21 @@ from delayd to the WSGI example receiver."""
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
-from pathlib import Path
-from typing import List
+from typing import Any, Callable, Dict, List, Tuple
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
+import wsgi_receiver  # examples/ is on pytest's pythonpath (pyproject.toml)
 
 import delayd
 from delayd.push import SignatureError, sign, verify
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-import wsgi_receiver  # noqa: E402
+Headers = Dict[str, str]
 
 
-def headers(ts: int, body: bytes, secret: str = "k") -> dict:
+def headers(ts: int, body: bytes, secret: str = "k") -> Headers:
     return {
         "Delayd-Signature": sign(secret, ts, body),
         "delayd-timestamp": str(ts),
@@ -52,7 +50,7 @@ def test_signature_is_hmac_sha256_of_timestamp_dot_body() -> None:
         lambda h, b: (dict(h, **{"delayd-timestamp": "soon"}), b),
     ],
 )
-def test_tampered_requests_are_refused(mutate) -> None:  # type: ignore[no-untyped-def]
+def test_tampered_requests_are_refused(mutate: Callable[[Headers, bytes], Tuple[Headers, bytes]]) -> None:
     h, b = mutate(headers(1_700_000_000, b"body"), b"body")
     with pytest.raises(SignatureError):
         verify("k", h, b, now=1_700_000_000)
@@ -73,7 +71,7 @@ def test_asgi_style_byte_pairs() -> None:
 
 
 class _Quiet(WSGIRequestHandler):
-    def log_message(self, *args) -> None:  # type: ignore[no-untyped-def]
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 

@@ -6,15 +6,17 @@ from __future__ import annotations
 import asyncio
 import shutil
 import subprocess
+from pathlib import Path
+from typing import Iterator, Tuple
 
 import pytest
-from conftest import start_server
+from conftest import Server, start_server
 
 import delayd
 
 
 @pytest.fixture(scope="module")
-def tls_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tuple[Server, Path]]:
     if shutil.which("openssl") is None:
         pytest.fail("openssl is needed to make the test certificate")
     base = tmp_path_factory.mktemp("tls")
@@ -31,7 +33,7 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unt
     assert srv.stop() == 0
 
 
-def test_https_with_a_private_ca_and_http2(tls_server) -> None:  # type: ignore[no-untyped-def]
+def test_https_with_a_private_ca_and_http2(tls_server: Tuple[Server, Path]) -> None:
     srv, cert = tls_server
     with delayd.Client(srv.url, verify=str(cert), http2=True) as client:
         q = client.queue("tls")
@@ -45,7 +47,7 @@ def test_https_with_a_private_ca_and_http2(tls_server) -> None:  # type: ignore[
             untrusted.health()
 
 
-def test_async_http2(tls_server) -> None:  # type: ignore[no-untyped-def]
+def test_async_http2(tls_server: Tuple[Server, Path]) -> None:
     srv, cert = tls_server
 
     async def scenario() -> None:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import Server
 
 import delayd
 
@@ -103,7 +104,7 @@ WORKER = textwrap.dedent(
 )
 
 
-def test_sigterm_finishes_the_message_in_hand(queue: delayd.Queue, server, tmp_path: Path) -> None:
+def test_sigterm_finishes_the_message_in_hand(queue: delayd.Queue, server: Server, tmp_path: Path) -> None:
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     env = dict(os.environ, PYTHONPATH=str(Path(delayd.__file__).parents[1]))
@@ -125,7 +126,7 @@ def test_sigterm_finishes_the_message_in_hand(queue: delayd.Queue, server, tmp_p
         queue.get("w1")  # acked
 
 
-def test_sigterm_interrupts_an_idle_long_poll(queue: delayd.Queue, server, tmp_path: Path) -> None:
+def test_sigterm_interrupts_an_idle_long_poll(queue: delayd.Queue, server: Server, tmp_path: Path) -> None:
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     env = dict(os.environ, PYTHONPATH=str(Path(delayd.__file__).parents[1]))

@@ -9,9 +9,11 @@
             send(msg.json())          # acked when the loop moves on
 
 # Layout
-- ``client``: :class:`Client` and :class:`Queue` (sync); ``aio``: the same
-  as :class:`AsyncClient` and :class:`AsyncQueue`.
-- ``_ops``: request builders both share; ``_transport``: errors and retries;
+- ``aio``: :class:`AsyncClient` and :class:`AsyncQueue`; ``client``: the
+  same, sync, as :class:`Client` and :class:`Queue` (generated from ``aio``
+  by ``tools/gen_sync.py``).
+- ``_ops``: request builders both share (and :data:`UNSET`, the default
+  of an argument where ``None`` means something); ``_transport``: errors and retries;
   ``routes``: every API operation with the fields the client sends (checked
   against the server's OpenAPI document by the tests).
 - ``models``: wire types (dataclasses); ``errors``: one exception per code.
@@ -20,7 +22,7 @@
 - ``push``: ``delayd-signature`` verification for push receivers.
 """
 
-from ._ops import EnqueueItem, PushConfig
+from ._ops import UNSET, AckItem, EnqueueItem, PushConfig, Unset
 from ._transport import NO_RETRY, RetryPolicy, __version__
 from .aio import AsyncClient, AsyncQueue
 from .aio_worker import AsyncConsumer, AsyncDelivery
@@ -48,6 +50,7 @@ from .models import (
     Flow,
     Histogram,
     KeyInfo,
+    Leased,
     LeasedMessage,
     Message,
     Push,
@@ -63,6 +66,7 @@ from .push import PushDelivery, SignatureError, verify
 from .worker import Consumer, Defer, Delivery
 
 __all__ = [
+    "AckItem",
     "AckResult",
     "AsyncClient",
     "AsyncConsumer",
@@ -83,6 +87,7 @@ __all__ = [
     "InvalidState",
     "KeyInfo",
     "LeaseMismatch",
+    "Leased",
     "LeasedMessage",
     "Message",
     "MessageNotFound",
@@ -106,8 +111,10 @@ __all__ = [
     "ScheduleNotFound",
     "SignatureError",
     "TransportError",
+    "UNSET",
     "Unauthorized",
     "Unavailable",
+    "Unset",
     "__version__",
     "verify",
 ]

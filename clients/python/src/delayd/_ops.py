@@ -10,8 +10,23 @@ API's own ``*_at`` fields are.
 from __future__ import annotations
 
 import datetime as _dt
+import enum
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, Sequence, TypeVar, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Final,
+    Generic,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+)
 from urllib.parse import quote
 
 import httpx
@@ -103,7 +118,20 @@ def _queue_info(resp: httpx.Response) -> m.QueueInfo:
     return m.QueueInfo.from_json(resp.json())
 
 
-_UNSET: Any = object()
+class Unset(enum.Enum):
+    """The type of :data:`UNSET`, the default of an argument where ``None``
+    means something (``Queue.put(push=None)`` turns push off): left out or
+    ``UNSET``, the setting is not sent and stays as it is. A one-member enum,
+    so type checkers narrow ``x is UNSET`` and ``Union[T, None, Unset]``."""
+
+    UNSET = "UNSET"
+
+    def __repr__(self) -> str:
+        return "delayd.UNSET"
+
+
+UNSET: Final = Unset.UNSET
+"""An argument not given (see :class:`Unset`)."""
 
 
 def put_queue(
@@ -112,12 +140,12 @@ def put_queue(
     lease: Optional[Duration] = None,
     max_attempts: Optional[int] = None,
     retry: Optional[m.Retry] = None,
-    push: Any = _UNSET,
-    flow: Any = _UNSET,
+    push: Union[PushConfig, None, Unset] = UNSET,
+    flow: Union[m.Flow, None, Unset] = UNSET,
 ) -> Call[m.QueueInfo]:
     """``push``: a :class:`PushConfig`, or ``None`` to remove push; ``flow``:
     a :class:`Flow` (replaces the queue's whole flow config), or ``None`` to
-    remove flow control (either left out: unchanged)."""
+    remove flow control (either :data:`UNSET`: unchanged)."""
     route = ROUTES["put_queue"]
     body = route.body(lease_ms=to_ms(lease), max_attempts=max_attempts)
     assert body is not None
@@ -125,9 +153,9 @@ def put_queue(
         body["retry"] = route.check_nested(
             "retry", {"initial_ms": retry.initial_ms, "max_ms": retry.max_ms, "multiplier": retry.multiplier}
         )
-    if push is not _UNSET:
+    if push is not UNSET:
         body["push"] = None if push is None else route.check_nested("push", push.to_json())
-    if flow is not _UNSET:
+    if flow is not UNSET:
         body["flow"] = None if flow is None else route.check_nested("flow", flow.to_json())
     return call("put_queue", _queue_info, path={"queue": queue}, body=body)
 
@@ -280,12 +308,17 @@ def ack(queue: str, id: str, lease_id: str) -> Call[None]:
     return call("ack", _none, path={"queue": queue, "id": id}, body=ROUTES["ack"].body(lease_id=lease_id))
 
 
-def ack_many(queue: str, acks: Sequence[Any]) -> Call[List[m.AckResult]]:
-    """``acks``: leased messages (anything with ``id`` and ``lease_id``) or ``(id, lease_id)`` pairs."""
+AckItem = Union[m.Leased, Tuple[str, str]]
+"""What ``ack_many`` takes: a leased message (:class:`LeasedMessage`, a
+worker's :class:`Delivery`, anything with ``id`` and ``lease_id``) or an
+``(id, lease_id)`` pair."""
+
+
+def ack_many(queue: str, acks: Sequence[AckItem]) -> Call[List[m.AckResult]]:
     route = ROUTES["ack_many"]
     items = []
     for a in acks:
-        id, lease_id = (a.id, a.lease_id) if hasattr(a, "lease_id") else a
+        id, lease_id = (a.id, a.lease_id) if isinstance(a, m.Leased) else a
         items.append(route.check_nested("acks", {"id": id, "lease_id": lease_id}))
     return call(
         "ack_many",

@@ -1,6 +1,11 @@
 """The asyncio client: :class:`AsyncClient` and :class:`AsyncQueue`, the
 same methods as ``delayd.Client`` and ``delayd.Queue`` as coroutines, over
-``httpx.AsyncClient`` (a test checks that the signatures match).
+``httpx.AsyncClient``.
+
+This is the one written by hand: ``delayd.client`` is generated from it by
+``tools/gen_sync.py`` (``async def`` becomes ``def``, ``await`` goes,
+``AsyncQueue`` becomes ``Queue``, ...), and a test fails when the two
+differ. Change this file, then run ``python tools/gen_sync.py``.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import httpx
 
 from . import _ops as ops
 from . import models as m
-from ._ops import BatchResult, Duration, EnqueueItem, Instant
+from ._ops import UNSET, AckItem, BatchResult, Duration, EnqueueItem, Instant, PushConfig, Unset
 from ._transport import (
     DEFAULT_RETRY,
     RetryPolicy,
@@ -68,7 +73,7 @@ class AsyncClient:
     async def __aenter__(self) -> "AsyncClient":
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def _run(self, call: ops.Call[T]) -> T:
@@ -146,13 +151,14 @@ class AsyncQueue:
         lease: Optional[Duration] = None,
         max_attempts: Optional[int] = None,
         retry: Optional[m.Retry] = None,
-        push: Any = ops._UNSET,
-        flow: Any = ops._UNSET,
+        push: Union[PushConfig, None, Unset] = UNSET,
+        flow: Union[m.Flow, None, Unset] = UNSET,
     ) -> m.QueueInfo:
         """Creates the queue or merges these settings into it. ``push``: a
         :class:`PushConfig`, or ``None`` to turn push off. ``flow``: a
         :class:`Flow` (replaces the whole flow config), or ``None`` to turn
-        flow control off."""
+        flow control off. Left out (:data:`delayd.UNSET`), a setting stays
+        as it is."""
         return await self._run(
             ops.put_queue(self.name, lease=lease, max_attempts=max_attempts, retry=retry, push=push, flow=flow)
         )
@@ -239,7 +245,7 @@ class AsyncQueue:
     async def ack(self, id: str, lease_id: str) -> None:
         return await self._run(ops.ack(self.name, id, lease_id))
 
-    async def ack_many(self, acks: Sequence[Any]) -> List[m.AckResult]:
+    async def ack_many(self, acks: Sequence[AckItem]) -> List[m.AckResult]:
         """Acks leased messages (or ``(id, lease_id)`` pairs) in one request."""
         return await self._run(ops.ack_many(self.name, acks))
 
@@ -362,7 +368,7 @@ class AsyncQueue:
 
     async def work(
         self,
-        handler: Callable[[AsyncDelivery], Awaitable[Any]],
+        handler: Callable[[AsyncDelivery], Awaitable[object]],
         *,
         concurrency: int = 4,
         max: Optional[int] = None,

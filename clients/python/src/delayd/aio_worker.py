@@ -15,7 +15,8 @@ import collections
 import logging
 import signal
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Deque, List, Optional, Set
+from types import TracebackType
+from typing import TYPE_CHECKING, AsyncGenerator, AsyncIterator, Awaitable, Callable, Deque, List, Optional, Set, Type
 
 from ._ops import Duration, to_ms
 from .errors import DelaydError, LeaseMismatch, MessageNotFound
@@ -174,7 +175,7 @@ class AsyncConsumer:
         self.stop_on_signal = stop_on_signal
         self._stop = stop_event
         self._keeper = keeper
-        self._gen: Optional[AsyncIterator[AsyncDelivery]] = None
+        self._gen: Optional[AsyncGenerator[AsyncDelivery, None]] = None
         self._current: Optional[AsyncDelivery] = None
 
     def _event(self) -> asyncio.Event:
@@ -193,12 +194,14 @@ class AsyncConsumer:
     async def __aenter__(self) -> "AsyncConsumer":
         return self
 
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    async def __aexit__(
+        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
         # A Defer raised by the body defers the message in hand.
         if isinstance(exc, Defer) and self._current is not None:
             await self._current.settle(False, delay=exc.delay, defer=True)
         if self._gen is not None:
-            await self._gen.aclose()  # type: ignore[attr-defined]
+            await self._gen.aclose()
 
     async def _lease(self) -> List[LeasedMessage]:
         stop = asyncio.ensure_future(self._event().wait())
@@ -212,7 +215,7 @@ class AsyncConsumer:
             return []
         return lease.result()
 
-    async def _run(self) -> AsyncIterator[AsyncDelivery]:
+    async def _run(self) -> AsyncGenerator[AsyncDelivery, None]:
         keeper = self._keeper or AsyncLeaseKeeper(self.queue, self.lease)
         stop = self._event()
         restore = install_signals(stop.set) if self.stop_on_signal else (lambda: None)
@@ -242,7 +245,7 @@ class AsyncConsumer:
 
 async def run_async_workers(
     queue: "AsyncQueue",
-    handler: Callable[[AsyncDelivery], Awaitable[Any]],
+    handler: Callable[[AsyncDelivery], Awaitable[object]],
     *,
     concurrency: int,
     max: Optional[int],

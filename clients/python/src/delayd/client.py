@@ -1,8 +1,8 @@
 """The synchronous client: :class:`Client` (server-wide calls) and
 :class:`Queue` (everything about one queue), over ``httpx.Client``.
 
-``delayd.aio`` has the same classes for asyncio with the same methods; a
-test checks that the two have the same signatures.
+Generated from ``delayd.aio`` by ``tools/gen_sync.py``: edit ``aio.py`` and
+run the generator, never this file (a test compares the two).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import httpx
 
 from . import _ops as ops
 from . import models as m
-from ._ops import BatchResult, Duration, EnqueueItem, Instant
+from ._ops import UNSET, AckItem, BatchResult, Duration, EnqueueItem, Instant, PushConfig, Unset
 from ._transport import (
     DEFAULT_RETRY,
     RetryPolicy,
@@ -71,7 +71,7 @@ class Client:
     def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _run(self, call: ops.Call[T]) -> T:
@@ -149,13 +149,14 @@ class Queue:
         lease: Optional[Duration] = None,
         max_attempts: Optional[int] = None,
         retry: Optional[m.Retry] = None,
-        push: Any = ops._UNSET,
-        flow: Any = ops._UNSET,
+        push: Union[PushConfig, None, Unset] = UNSET,
+        flow: Union[m.Flow, None, Unset] = UNSET,
     ) -> m.QueueInfo:
         """Creates the queue or merges these settings into it. ``push``: a
         :class:`PushConfig`, or ``None`` to turn push off. ``flow``: a
         :class:`Flow` (replaces the whole flow config), or ``None`` to turn
-        flow control off."""
+        flow control off. Left out (:data:`delayd.UNSET`), a setting stays
+        as it is."""
         return self._run(
             ops.put_queue(self.name, lease=lease, max_attempts=max_attempts, retry=retry, push=push, flow=flow)
         )
@@ -240,7 +241,7 @@ class Queue:
     def ack(self, id: str, lease_id: str) -> None:
         return self._run(ops.ack(self.name, id, lease_id))
 
-    def ack_many(self, acks: Sequence[Any]) -> List[m.AckResult]:
+    def ack_many(self, acks: Sequence[AckItem]) -> List[m.AckResult]:
         """Acks leased messages (or ``(id, lease_id)`` pairs) in one request."""
         return self._run(ops.ack_many(self.name, acks))
 
@@ -363,7 +364,7 @@ class Queue:
 
     def work(
         self,
-        handler: Callable[[Delivery], Any],
+        handler: Callable[[Delivery], object],
         *,
         concurrency: int = 4,
         max: Optional[int] = None,

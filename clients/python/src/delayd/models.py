@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json as _json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Union, runtime_checkable
 
 PayloadLike = Union[str, bytes, bytearray, memoryview]
 """What an enqueue accepts: ``str`` is sent as ``payload`` (UTF-8),
@@ -449,6 +449,18 @@ class Schedule:
             next_fire_at=_opt_int(obj, "next_fire_at"),
             next_fires=[int(t) for t in obj.get("next_fires") or []],
         )
+
+
+@runtime_checkable
+class Leased(Protocol):
+    """Anything that names a held lease: :class:`LeasedMessage`, a worker's
+    delivery."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def lease_id(self) -> str: ...
 
 
 class LeasedView:

@@ -17,7 +17,10 @@ import time
 from dataclasses import dataclass
 from typing import Dict, Iterable, Mapping, Optional, Tuple, Union
 
-HeaderSource = Union[Mapping[str, str], Iterable[Tuple[str, str]]]
+HeaderText = Union[str, bytes]
+HeaderSource = Union[Mapping[str, HeaderText], Mapping[bytes, HeaderText], Iterable[Tuple[HeaderText, HeaderText]]]
+"""A request's headers: a mapping or ``(name, value)`` pairs, ``str`` or
+``bytes`` (bytes are decoded as Latin-1, as HTTP/1.1 header bytes are)."""
 
 DEFAULT_TOLERANCE = 300.0
 """Seconds a signed request stays acceptable (limits replays of a captured

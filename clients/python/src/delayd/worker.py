@@ -23,7 +23,8 @@ import collections
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Deque, Iterator, List, Optional, Set
+from types import TracebackType
+from typing import TYPE_CHECKING, Callable, Deque, Generator, Iterator, List, Optional, Set, Type
 
 from . import _stop
 from ._ops import Duration, to_ms
@@ -196,7 +197,7 @@ class Consumer:
         self._stop = stop_event or threading.Event()
         self._keeper = keeper
         self._in_lease = False
-        self._gen: Optional[Iterator[Delivery]] = None
+        self._gen: Optional[Generator[Delivery, None, None]] = None
         self._current: Optional[Delivery] = None
 
     def stop(self) -> None:
@@ -214,7 +215,9 @@ class Consumer:
     def __enter__(self) -> "Consumer":
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def __exit__(
+        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
         # A Defer raised by the body defers the message in hand (the
         # generator cannot see the exception, only that it is closed).
         if isinstance(exc, Defer) and self._current is not None:
@@ -222,7 +225,7 @@ class Consumer:
         # Settles the message in hand now rather than when the generator is
         # garbage collected.
         if self._gen is not None:
-            self._gen.close()  # type: ignore[attr-defined]
+            self._gen.close()
 
     def _lease(self) -> List[LeasedMessage]:
         self._in_lease = True
@@ -233,7 +236,7 @@ class Consumer:
         finally:
             self._in_lease = False
 
-    def _run(self) -> Iterator[Delivery]:
+    def _run(self) -> Generator[Delivery, None, None]:
         keeper = self._keeper or LeaseKeeper(self.queue, self.lease)
         restore = _stop.install(self.stop, lambda: self._in_lease) if self.stop_on_signal else (lambda: None)
         buffer: Deque[Delivery] = collections.deque()
@@ -263,7 +266,7 @@ class Consumer:
 
 def run_workers(
     queue: "Queue",
-    handler: Callable[[Delivery], Any],
+    handler: Callable[[Delivery], object],
     *,
     concurrency: int,
     max: Optional[int],
