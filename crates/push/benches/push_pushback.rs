@@ -7,7 +7,8 @@
 //! (no limit that binds: deferrals then give the attempt back and cool only
 //! their key). Two runs on the same broker, fresh queue each:
 //!
-//! 1. `baseline`: the receiver answers 200 to every request;
+//! 1. `baseline`: the receiver answers 200 to every request (the first
+//!    `--refused` keys are only counted apart);
 //! 2. `pushback`: for the first `--refuse-for` seconds (default 3) it
 //!    answers `429` with `Retry-After: 1` to every request of the first
 //!    `--refused` keys (default 10), then 200.
@@ -20,7 +21,7 @@
 //!
 //! `cargo bench -p delayd-push --bench push_pushback -- [--messages N]
 //! [--keys K] [--refused R] [--refuse-for S] [--concurrency C]
-//! [--durability always|never]`
+//! [--rounds N] [--durability always|never]`
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,6 +46,7 @@ struct Args {
     refuse_for: Duration,
     concurrency: u32,
     durability: Durability,
+    rounds: u32,
 }
 
 fn parse_args() -> Args {
@@ -55,6 +57,7 @@ fn parse_args() -> Args {
         refuse_for: Duration::from_secs(3),
         concurrency: 64,
         durability: Durability::Always,
+        rounds: 2,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -68,6 +71,7 @@ fn parse_args() -> Args {
                 args.refuse_for = Duration::from_secs(secs);
             }
             "--concurrency" => args.concurrency = value().parse().unwrap_or(args.concurrency),
+            "--rounds" => args.rounds = value().parse().unwrap_or(args.rounds),
             "--durability" => {
                 args.durability = match value().as_str() {
                     "never" => Durability::Never,
@@ -85,6 +89,8 @@ struct Seen {
     /// Keys refused until `refuse_until`.
     refused: HashSet<String>,
     refuse_until: Mutex<Option<Instant>>,
+    /// Whether `refused` keys are refused in this run.
+    refusing: bool,
     started: Mutex<Instant>,
     /// Accepted deliveries: of the other keys, of all keys.
     others: AtomicU64,
@@ -98,6 +104,12 @@ struct Seen {
     ids: Mutex<HashSet<String>>,
 }
 
+/// Distinguishes the queues of one round from the next.
+fn next_suffix() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::SeqCst)
+}
+
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> &'a str {
     headers
         .get(name)
@@ -108,8 +120,9 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> &'a str {
 async fn receive(seen: Arc<Seen>, headers: HeaderMap) -> Response {
     let key = header(&headers, "delayd-key");
     let refused = seen.refused.contains(key);
-    let refusing = seen
-        .refuse_until
+    let refusing = seen.refusing
+        && seen
+            .refuse_until
         .lock()
         .map(|until| until.is_some_and(|t| Instant::now() < t))
         .unwrap_or(false);
@@ -154,14 +167,17 @@ async fn start_receiver(seen: Arc<Seen>) -> String {
     format!("http://{addr}/hook")
 }
 
-async fn run(broker: &Arc<dyn Broker>, args: &Args, name: &str, refused: u64) {
-    let refused_keys: HashSet<String> = (0..refused).map(|k| format!("k{k}")).collect();
+/// One run; `refuse`: whether the first `--refused` keys are refused (else
+/// they are only counted apart, so both runs time the same messages).
+async fn run(broker: &Arc<dyn Broker>, args: &Args, name: &str, refuse: bool) {
+    let refused_keys: HashSet<String> = (0..args.refused).map(|k| format!("k{k}")).collect();
     let refused_messages = (0..args.messages)
         .filter(|i| refused_keys.contains(&format!("k{}", i % args.keys)))
         .count() as u64;
     let seen = Arc::new(Seen {
         refused: refused_keys,
         refuse_until: Mutex::new(None),
+        refusing: refuse,
         started: Mutex::new(Instant::now()),
         others: AtomicU64::new(0),
         all: AtomicU64::new(0),
@@ -174,7 +190,7 @@ async fn run(broker: &Arc<dyn Broker>, args: &Args, name: &str, refused: u64) {
         ids: Mutex::new(HashSet::new()),
     });
     let url = start_receiver(Arc::clone(&seen)).await;
-    let queue = QueueName::new(format!("pushback-{name}")).expect("queue name");
+    let queue = QueueName::new(format!("pushback-{name}-{}", next_suffix())).expect("queue name");
     let patch = QueueConfigPatch {
         push: Some(Some(PushConfig {
             url,
@@ -241,7 +257,7 @@ async fn run(broker: &Arc<dyn Broker>, args: &Args, name: &str, refused: u64) {
          all {} in {:.2?}{}; 429s sent {}, deliveries with attempt > 1: {}, dead {}",
         args.messages,
         args.keys,
-        refused,
+        if refuse { args.refused } else { 0 },
         seen.others_total,
         others_text,
         seen.all.load(Ordering::SeqCst),
@@ -269,8 +285,10 @@ fn main() {
             "LocalBroker, durability {:?}, push concurrency {}",
             args.durability, args.concurrency
         );
-        run(&broker, &args, "baseline", 0).await;
-        run(&broker, &args, "pushback", args.refused).await;
+        for _ in 0..args.rounds {
+            run(&broker, &args, "baseline", false).await;
+            run(&broker, &args, "pushback", true).await;
+        }
         broker.shutdown().await.expect("shutdown");
     });
 }
