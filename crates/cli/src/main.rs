@@ -13,6 +13,8 @@
 //!   `stats`.
 //! - `schedule`: `delayd schedule put|get|list|delete|pause|resume|trigger|
 //!   preview`, recurring schedules.
+//! - `import`: `delayd import redis-zset`, moving another system's
+//!   delayed jobs into a running delayd (docs/import.md).
 //! - `check`: `delayd check --data DIR`, the LocalBroker store's damage
 //!   report (exit 1 when damage is found).
 //! - `completions`: shell completion scripts generated from the grammar.
@@ -44,6 +46,7 @@ mod duration;
 mod fd_limit;
 mod flow;
 mod fsync_bench;
+mod import;
 mod logging;
 mod output;
 mod schedule;
@@ -166,6 +169,10 @@ enum Command {
     /// trigger, preview.
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
+    /// Move another system's delayed jobs into a running delayd
+    /// (docs/import.md).
+    #[command(subcommand)]
+    Import(import::ImportCommand),
     /// Check a stopped server's data directory for damaged files and
     /// records (exit 0 clean, 1 damage found).
     Check(check::CheckArgs),
@@ -191,6 +198,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::FsyncBench(args) => fsync_bench::run(args).await,
         Command::Admin(command) => admin::run(command).await,
         Command::Schedule(command) => schedule::run(command).await,
+        Command::Import(command) => import::run(command).await,
         Command::Check(args) => check::run(args).await,
         Command::Completions(args) => completions::run(args, Cli::command()),
     }

@@ -10,15 +10,13 @@ mod common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use common::redis::Redis;
+use common::{die_with_parent, serve_command, Server};
 use delayd_client::{Client, LeaseOptions, NewMessage, QueuePut, QueueStats, Retry};
-use delayd_core::testkit::net::{free_port, redis_ping};
-
-use common::{die_with_parent, serve_command, Proc, Server};
 
 const QUEUE: &str = "three-nodes";
 const PER_PRODUCER: usize = 500;
@@ -29,55 +27,6 @@ const VICTIM: usize = 1;
 /// producers, so consumers hold leases most of the time (a batch of 20 takes
 /// 160 ms, well within the lease).
 const WORK: Duration = Duration::from_millis(8);
-
-/// `redis-server` on a free port (never 6379) with persistence off, in its
-/// own temporary directory.
-struct Redis {
-    _proc: Proc,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Redis {
-    fn start() -> Redis {
-        let dir = tempfile::tempdir().expect("tempdir");
-        for _ in 0..10 {
-            let port = free_port();
-            let mut command = Command::new("redis-server");
-            command
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-                .args(["--protected-mode", "no", "--dir"])
-                .arg(dir.path())
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            die_with_parent(&mut command);
-            let mut proc = Proc(
-                command
-                    .spawn()
-                    .expect("spawn redis-server (run scripts/ensure-redis.sh)"),
-            );
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if redis_ping(port) {
-                    return Redis {
-                        _proc: proc,
-                        port,
-                        _dir: dir,
-                    };
-                }
-                if let Ok(Some(_)) = proc.0.try_wait() {
-                    break; // port taken meanwhile: try another
-                }
-                // Polls: a starting redis-server has no event this test can await.
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            proc.kill9();
-        }
-        panic!("could not start redis-server");
-    }
-}
 
 /// A `delayd serve --store redis://...` process.
 struct Node {

@@ -83,6 +83,14 @@ use std::collections::VecDeque;
 pub use broker::RedisBroker;
 pub use config::{RedisBrokerError, RedisConfig, ReplicaWait};
 
+/// A client of the one Redis at `url`, for tools that read Redis outside
+/// the broker (`delayd import redis-zset`): a `rediss://` URL gets the
+/// crypto provider and the system trust store the broker's own
+/// connections use.
+pub fn open_client(url: &str) -> redis::RedisResult<redis::Client> {
+    conn::client(url, None)
+}
+
 #[async_trait]
 impl Broker for RedisBroker {
     async fn put_queue(

@@ -3,6 +3,8 @@
 
 #![expect(dead_code, reason = "each test binary uses a different part")]
 
+pub mod redis;
+
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
