@@ -163,34 +163,40 @@ fn report(output: &Output) -> Value {
     serde_json::from_slice(&output.stdout).expect("a JSON report")
 }
 
-/// Every message of `queues`, by id.
+/// Every message of `queues` in the embedded store in `data`, by id.
 fn snapshot(data: &Path, queues: &[&str]) -> Vec<Message> {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         let broker = LocalBroker::open(LocalConfig::new(data))
             .await
             .expect("open delayd's store");
-        let mut all = Vec::new();
-        for queue in queues {
-            let queue = QueueName::new(*queue).expect("queue");
-            for state in [
-                MessageState::Scheduled,
-                MessageState::Ready,
-                MessageState::Leased,
-                MessageState::Dead,
-            ] {
-                let query = ListQuery {
-                    state,
-                    after: None,
-                    limit: 1000,
-                };
-                all.extend(broker.list(&queue, query).await.expect("list"));
-            }
-        }
+        let all = messages(&broker, queues).await;
         broker.shutdown().await.expect("shutdown");
-        all.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
         all
     })
+}
+
+/// Every message of `queues`, by id.
+async fn messages(broker: &dyn Broker, queues: &[&str]) -> Vec<Message> {
+    let mut all = Vec::new();
+    for queue in queues {
+        let queue = QueueName::new(*queue).expect("queue");
+        for state in [
+            MessageState::Scheduled,
+            MessageState::Ready,
+            MessageState::Leased,
+            MessageState::Dead,
+        ] {
+            let query = ListQuery {
+                state,
+                after: None,
+                limit: 1000,
+            };
+            all.extend(broker.list(&queue, query).await.expect("list"));
+        }
+    }
+    all.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    all
 }
 
 /// Puts the jobs; returns them with what delayd must make of them, the id
@@ -423,11 +429,11 @@ fn a_damaged_binlog_is_refused_unless_asked_to_skip() {
 }
 
 /// A version-7 binlog file of jobs `(id, tube, body, state)` (1 ready, 3
-/// buried, 4 delayed), priority 100, deadline [`PAST_DEADLINE_NS`], built
-/// by hand (the layout is in src/import/binlog.rs).
+/// buried, 4 delayed), priority 100, TTR 60 s, deadline `deadline_ns`,
+/// built by hand (the layout is in src/import/binlog.rs).
 const PAST_DEADLINE_NS: i64 = 1_700_000_000_123_456_789;
 
-fn hand_built_binlog(dir: &Path, jobs: &[(u64, &str, &[u8], u8)]) {
+fn hand_built_binlog(dir: &Path, deadline_ns: i64, jobs: &[(u64, &str, &[u8], u8)]) {
     let mut bytes = 7i32.to_le_bytes().to_vec();
     for (id, tube, body, state) in jobs {
         let stored = [*body, b"\r\n"].concat();
@@ -438,7 +444,7 @@ fn hand_built_binlog(dir: &Path, jobs: &[(u64, &str, &[u8], u8)]) {
         rec[8..12].copy_from_slice(&100u32.to_le_bytes());
         rec[24..32].copy_from_slice(&60_000_000_000i64.to_le_bytes());
         rec[32..36].copy_from_slice(&(stored.len() as i32).to_le_bytes());
-        rec[48..56].copy_from_slice(&PAST_DEADLINE_NS.to_le_bytes());
+        rec[48..56].copy_from_slice(&deadline_ns.to_le_bytes());
         rec[76] = *state;
         bytes.extend_from_slice(&rec);
         bytes.extend_from_slice(&stored);
@@ -451,8 +457,16 @@ fn a_second_beanstalkds_overlapping_ids_need_their_own_prefix() {
     let first = tempfile::tempdir().expect("tempdir");
     let second = tempfile::tempdir().expect("tempdir");
     let data = tempfile::tempdir().expect("tempdir");
-    hand_built_binlog(first.path(), &[(1, "emails", b"from the first", 1)]);
-    hand_built_binlog(second.path(), &[(1, "emails", b"from the second", 1)]);
+    hand_built_binlog(
+        first.path(),
+        PAST_DEADLINE_NS,
+        &[(1, "emails", b"from the first", 1)],
+    );
+    hand_built_binlog(
+        second.path(),
+        PAST_DEADLINE_NS,
+        &[(1, "emails", b"from the second", 1)],
+    );
     report(&import(first.path(), data.path()));
 
     let clash = import(second.path(), data.path());
@@ -485,7 +499,11 @@ fn a_second_beanstalkds_overlapping_ids_need_their_own_prefix() {
 fn a_rerun_finishes_a_bury_an_interrupted_import_left_undone() {
     let binlog = tempfile::tempdir().expect("tempdir");
     let data = tempfile::tempdir().expect("tempdir");
-    hand_built_binlog(binlog.path(), &[(5, "jobs", b"buried", 3)]);
+    hand_built_binlog(
+        binlog.path(),
+        PAST_DEADLINE_NS,
+        &[(5, "jobs", b"buried", 3)],
+    );
     // What an import stopped between the enqueue and the bury leaves.
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
@@ -518,7 +536,7 @@ fn a_rerun_finishes_a_bury_an_interrupted_import_left_undone() {
 fn a_deadline_that_passed_while_beanstalkd_was_stopped_is_due_at_once() {
     let binlog = tempfile::tempdir().expect("tempdir");
     let data = tempfile::tempdir().expect("tempdir");
-    hand_built_binlog(binlog.path(), &[(6, "late", b"late", 4)]);
+    hand_built_binlog(binlog.path(), PAST_DEADLINE_NS, &[(6, "late", b"late", 4)]);
     let imported = report(&import(binlog.path(), data.path()));
     assert_eq!(imported["tubes"]["late"]["ready"], 1, "{imported:#}");
     assert_eq!(imported["tubes"]["late"]["scheduled"], 0, "{imported:#}");
@@ -526,4 +544,99 @@ fn a_deadline_that_passed_while_beanstalkd_was_stopped_is_due_at_once() {
     assert_eq!(messages.len(), 1);
     assert_eq!(messages[0].state, MessageState::Ready);
     assert_eq!(messages[0].deliver_at, 1_700_000_000_123);
+}
+
+/// `redis-server` on a free port of 127.0.0.1, without persistence.
+fn start_redis(dir: &Path) -> (Proc, u16) {
+    use delayd_core::testkit::net::{free_port, redis_ping};
+    let port = free_port();
+    let mut command = Command::new("redis-server");
+    command
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--dir",
+        ])
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    common::die_with_parent(&mut command);
+    let proc = Proc(command.spawn().expect("spawn redis-server"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !redis_ping(port) {
+        assert!(
+            Instant::now() < deadline,
+            "redis-server did not start on {port}"
+        );
+        // Polls: a starting redis-server has no event this test can await.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (proc, port)
+}
+
+#[test]
+fn the_redis_store_gets_the_same_messages() {
+    let binlog = tempfile::tempdir().expect("tempdir");
+    let redis_dir = tempfile::tempdir().expect("tempdir");
+    let future_ns = (now_ms() as i64 + 3_600_000) * 1_000_000;
+    hand_built_binlog(
+        binlog.path(),
+        future_ns,
+        &[
+            (1, "mixed", b"ready", 1),
+            (2, "mixed", b"buried", 3),
+            (3, "mixed", b"delayed", 4),
+        ],
+    );
+
+    let (_redis, port) = start_redis(redis_dir.path());
+    let url = format!("redis://127.0.0.1:{port}");
+    let run = || {
+        delayd(&[
+            "import",
+            "beanstalkd-binlog",
+            binlog.path().to_str().expect("utf-8"),
+            "--store",
+            &url,
+            "--json",
+        ])
+    };
+    let first = report(&run());
+    let tube = &first["tubes"]["mixed"];
+    for state in ["ready", "dead", "scheduled"] {
+        assert_eq!(tube[state], 1, "{first:#}");
+    }
+    let second = report(&run());
+    assert_eq!(second["tubes"]["mixed"]["already_present"], 3, "{second:#}");
+
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let found = runtime.block_on(async {
+        let broker = delayd_redis::RedisBroker::connect(delayd_redis::RedisConfig::new(&url))
+            .await
+            .expect("connect");
+        messages(&broker, &["mixed"]).await
+    });
+    let states: Vec<(&str, MessageState, u32, Option<u64>)> = found
+        .iter()
+        .map(|m| (m.id.as_str(), m.state, m.priority, m.lease_ms))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("bs-1", MessageState::Ready, 100, Some(60_000)),
+            ("bs-2", MessageState::Dead, 100, Some(60_000)),
+            ("bs-3", MessageState::Scheduled, 100, Some(60_000)),
+        ]
+    );
+    assert_eq!(
+        found[2].deliver_at,
+        (future_ns as u64 + 500_000) / 1_000_000
+    );
+    assert_eq!(found[1].payload, b"buried");
 }
