@@ -114,18 +114,7 @@ pub async fn run(args: BinlogArgs) -> anyhow::Result<()> {
     }
     message_id(&args.id_prefix, u64::MAX)?;
     let _lock = hold_binlog_lock(&args.dir)?;
-    let dir = args.dir.clone();
-    let binlog = tokio::task::spawn_blocking(move || binlog::read_dir(&dir))
-        .await
-        .context("binlog reader task failed")??;
-    if !binlog.damage.is_empty() && !args.skip_damaged {
-        let list: Vec<String> = binlog.damage.iter().map(ToString::to_string).collect();
-        anyhow::bail!(
-            "the binlog is damaged: {}; beanstalkd itself would skip the rest of each \
-             damaged file: pass --skip-damaged to import what it would restore",
-            list.join("; ")
-        );
-    }
+    let binlog = read_binlog(&args.dir, args.skip_damaged).await?;
     let serve_args = ServeArgs {
         data: args.data.clone(),
         store: args.store.clone(),
@@ -159,6 +148,23 @@ pub async fn run(args: BinlogArgs) -> anyhow::Result<()> {
         return Err(ImportFailed(failed).into());
     }
     Ok(())
+}
+
+/// Every file of the binlog in `dir`; damage refused unless `skip_damaged`.
+async fn read_binlog(dir: &Path, skip_damaged: bool) -> anyhow::Result<Binlog> {
+    let owned = dir.to_path_buf();
+    let binlog = tokio::task::spawn_blocking(move || binlog::read_dir(&owned))
+        .await
+        .context("binlog reader task failed")??;
+    if !binlog.damage.is_empty() && !skip_damaged {
+        let list: Vec<String> = binlog.damage.iter().map(ToString::to_string).collect();
+        anyhow::bail!(
+            "the binlog is damaged: {}; beanstalkd itself would skip the rest of each \
+             damaged file: pass --skip-damaged to import what it would restore",
+            list.join("; ")
+        );
+    }
+    Ok(binlog)
 }
 
 /// Takes a shared lock on `DIR/lock`, held until the import ends. beanstalkd
