@@ -38,10 +38,7 @@ fn start_beanstalkd(dir: &Path) -> (Proc, SocketAddr) {
         which.status.success(),
         "beanstalkd is not installed: run scripts/ensure-deps.sh (apt-get install beanstalkd)"
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = delayd_core::testkit::net::free_port();
     let mut command = Command::new("beanstalkd");
     command
         .args(["-l", "127.0.0.1", "-p", &port.to_string(), "-b"])
@@ -50,11 +47,13 @@ fn start_beanstalkd(dir: &Path) -> (Proc, SocketAddr) {
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     common::die_with_parent(&mut command);
-    let proc = Proc(command.spawn().expect("spawn beanstalkd"));
+    let mut proc = Proc(command.spawn().expect("spawn beanstalkd"));
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     // Polls until beanstalkd listens: a child's start-up has no other signal.
     let deadline = Instant::now() + Duration::from_secs(10);
     while TcpStream::connect(addr).is_err() {
+        let exited = proc.0.try_wait().expect("try_wait");
+        assert!(exited.is_none(), "beanstalkd exited at start: {exited:?}");
         assert!(
             Instant::now() < deadline,
             "beanstalkd did not listen on {addr}"
@@ -133,14 +132,15 @@ struct Expected {
 }
 
 fn delayd(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_delayd"))
-        .args(args)
-        .stdin(Stdio::null())
-        .env_remove("DELAYD_DATA")
-        .env_remove("DELAYD_STORE")
-        .env_remove("DELAYD_CONFIG")
-        .output()
-        .expect("run delayd")
+    let mut command = Command::new(env!("CARGO_BIN_EXE_delayd"));
+    command.args(args).stdin(Stdio::null());
+    // The store options come from the arguments alone.
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("DELAYD_") {
+            command.env_remove(name);
+        }
+    }
+    command.output().expect("run delayd")
 }
 
 fn import(binlog: &Path, data: &Path) -> Output {
