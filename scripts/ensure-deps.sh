@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the external programs the test suite talks to, when missing:
 # redis-server/redis-cli (RedisBroker tests), the Python beanstalkd client
-# greenstalk (interoperability test), Python's venv module, dpkg-deb and
-# openssl.
+# greenstalk (interoperability test), Python's venv module, dpkg-deb,
+# openssl and beanstalkd itself (the binlog import test).
 # Idempotent and quiet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +33,18 @@ fi
 # The Python client's TLS test makes its certificate with openssl.
 if ! command -v openssl >/dev/null 2>&1; then
   apt_install openssl
+fi
+
+# `delayd import beanstalkd-binlog`'s test runs a real beanstalkd 1.12 on
+# a port of its own. The package enables a service on 11300: stop it if it
+# started.
+if ! command -v beanstalkd >/dev/null 2>&1; then
+  apt_install beanstalkd
+  if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+    systemctl stop beanstalkd >/dev/null 2>&1 || true
+  elif command -v service >/dev/null 2>&1; then
+    service beanstalkd stop >/dev/null 2>&1 || true
+  fi
 fi
 
 if ! python3 -c 'import greenstalk' >/dev/null 2>&1; then

@@ -68,5 +68,5 @@ mod tubes;
 
 pub use proto::{parse, Command, Decoder, Frame, ProtoError};
 pub use server::{BeanstalkHandle, BeanstalkServer};
-pub use shared::BeanstalkConfig;
+pub use shared::{create_queue, BeanstalkConfig};
 pub use stats::{COMMANDS_TOTAL, CONNECTIONS, CONNECTIONS_REFUSED_TOTAL, MAX_CONNECTIONS};

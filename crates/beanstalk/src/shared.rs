@@ -163,7 +163,9 @@ impl Drop for Session {
 /// Creates a tube's queue the way beanstalkd treats jobs: never dead-lettered
 /// implicitly (`max_attempts: 0`) and a timed-out job is ready again at once
 /// (zero backoff), as beanstalkd puts it straight back in the ready queue.
-pub(crate) async fn create_queue(
+/// Public for `delayd import beanstalkd-binlog`, which makes tubes' queues
+/// exactly as this listener does.
+pub async fn create_queue(
     broker: &dyn delayd_core::Broker,
     queue: &QueueName,
 ) -> Result<(), BrokerError> {

@@ -18,6 +18,8 @@
 //! - `check`: `delayd check --data DIR`, the LocalBroker store's damage
 //!   report (exit 1 when damage is found).
 //! - `completions`: shell completion scripts generated from the grammar.
+//! - `import`: `delayd import beanstalkd-binlog DIR`, jobs moved in from
+//!   another queue system.
 //! - `logging`: `serve`'s log filter and `--log-format`.
 //! - `output`: stdout writes that survive a closed pipe; JSON errors.
 //! - `config`: `delayd serve`'s configuration (flags, `DELAYD_*`
@@ -178,6 +180,9 @@ enum Command {
     Check(check::CheckArgs),
     /// Print a shell completion script (bash, zsh, fish, ...).
     Completions(completions::CompletionsArgs),
+    /// Move jobs in from another queue system.
+    #[command(subcommand)]
+    Import(import::ImportCommand),
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -201,6 +206,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Import(command) => import::run(command).await,
         Command::Check(args) => check::run(args).await,
         Command::Completions(args) => completions::run(args, Cli::command()),
+        Command::Import(command) => import::run(command).await,
     }
 }
 

@@ -161,7 +161,8 @@ fn load_tls(files: &TlsFiles) -> anyhow::Result<TlsConfig> {
     })
 }
 
-async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn Broker>> {
+/// The broker `config` selects (`delayd import` opens the same one).
+pub(crate) async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn Broker>> {
     Ok(match &config.store {
         StoreConfig::Local {
             data_dir,
@@ -205,6 +206,12 @@ async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn Broker>> {
 /// lists every damaged file (the error itself names the first one).
 fn open_failed(err: delayd_local::OpenError, data_dir: &std::path::Path) -> anyhow::Error {
     let dir = data_dir.display();
+    if err.is_locked() {
+        return anyhow::anyhow!(
+            "cannot open the store in {dir}: another process has it open \
+             (a running `delayd serve --data {dir}`?); stop it first"
+        );
+    }
     if err.is_corruption() {
         // One line, not the error chain: `OpenError` already prints its
         // source, and the chain would repeat the findings.

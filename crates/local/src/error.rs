@@ -67,6 +67,19 @@ impl OpenError {
         }
     }
 
+    /// Whether another process has the store open (fjall's lock file is
+    /// held): a running `delayd serve`, or another tool on the same
+    /// directory.
+    pub fn is_locked(&self) -> bool {
+        matches!(
+            self,
+            OpenError::Store {
+                source: StoreError::Engine(fjall::Error::Locked),
+                ..
+            }
+        )
+    }
+
     /// Whether the store's bytes are the problem (not permissions, a lock,
     /// a full disk): `delayd check` can say more.
     pub fn is_corruption(&self) -> bool {
