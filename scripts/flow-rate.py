@@ -7,8 +7,10 @@ data directory; `--nodes N` (N > 1) is a `redis-server` on a free port and
 N `delayd serve --store redis://...` nodes. The queue `rated` gets
 `flow.rate` LIMIT per second with burst BURST (`PUT` on the first node) and
 is paused; MESSAGES messages due now are enqueued (batches of 1,000, on the
-first node), then the queue is resumed and 4 consumer threads per node
-lease (up to 100, waiting up to 1 s) and ack.
+first node), then the queue is resumed and CONSUMERS consumer threads in
+all (default 12, spread evenly over the nodes) lease (up to 100, waiting up
+to 1 s) and ack. A bucket that stays full for want of a lease call loses
+tokens, so too few consumers read as a rate below LIMIT.
 
 Each delivery's lease instant is read from the server's own answer
 (`lease_until - lease_ms`, in ms). Reported: the deliveries per second
@@ -19,7 +21,7 @@ for the ms rounding of the instants). Also the server CPU per message
 (utime + stime of every delayd node, from /proc/PID/stat).
 
 Usage: scripts/flow-rate.py DELAYD_BIN [--nodes N] [--messages M]
-       [--limit L] [--burst B]
+       [--limit L] [--burst B] [--consumers C]
 """
 
 import argparse
@@ -102,6 +104,7 @@ def main():
     parser.add_argument("--messages", type=int, default=60_000)
     parser.add_argument("--limit", type=int, default=2_000)
     parser.add_argument("--burst", type=int, default=20)
+    parser.add_argument("--consumers", type=int, default=12)
     args = parser.parse_args()
 
     work = tempfile.mkdtemp()
@@ -141,8 +144,8 @@ def main():
             call(first, "POST", "/v1/queues/rated/batch", {"messages": batch})
         ticks = [cpu_ticks(p.pid) for _, p in nodes]
         leased, stop = [], threading.Event()
-        threads = [threading.Thread(target=consume, args=(base, leased, stop))
-                   for base, _ in nodes for _ in range(4)]
+        threads = [threading.Thread(target=consume, args=(nodes[i % len(nodes)][0], leased, stop))
+                   for i in range(args.consumers)]
         for t in threads:
             t.start()
         call(first, "POST", "/v1/queues/rated/resume")
@@ -164,7 +167,7 @@ def main():
             bound = args.burst + width * args.limit // 1000 + 1
             windows[f"{width}ms"] = {"max": max_in_window(instants, width), "bound": bound}
         print(json.dumps({
-            "nodes": args.nodes, "store": "redis" if args.nodes > 1 else "local",
+            "nodes": args.nodes, "consumers": args.consumers, "store": "redis" if args.nodes > 1 else "local",
             "load": os.getloadavg(), "limit": args.limit, "burst": args.burst,
             "delivered": len(instants), "of": args.messages, "span_s": round(span_s, 3),
             "rate_per_s": round(rate, 2),

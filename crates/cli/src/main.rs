@@ -13,13 +13,12 @@
 //!   `stats`.
 //! - `schedule`: `delayd schedule put|get|list|delete|pause|resume|trigger|
 //!   preview`, recurring schedules.
-//! - `import`: `delayd import redis-zset`, moving another system's
-//!   delayed jobs into a running delayd (docs/import.md).
+//! - `import`: `delayd import beanstalkd-binlog DIR` (a stopped
+//!   beanstalkd's binlog into delayd's store) and `delayd import redis-zset`
+//!   (a Redis ZSET delay queue into a running delayd); docs/import.md.
 //! - `check`: `delayd check --data DIR`, the LocalBroker store's damage
 //!   report (exit 1 when damage is found).
 //! - `completions`: shell completion scripts generated from the grammar.
-//! - `import`: `delayd import beanstalkd-binlog DIR`, jobs moved in from
-//!   another queue system.
 //! - `logging`: `serve`'s log filter and `--log-format`.
 //! - `output`: stdout writes that survive a closed pipe; JSON errors.
 //! - `config`: `delayd serve`'s configuration (flags, `DELAYD_*`
@@ -171,8 +170,8 @@ enum Command {
     /// trigger, preview.
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
-    /// Move another system's delayed jobs into a running delayd
-    /// (docs/import.md).
+    /// Move another system's delayed jobs into delayd: a beanstalkd
+    /// binlog, a Redis ZSET delay queue (docs/import.md).
     #[command(subcommand)]
     Import(import::ImportCommand),
     /// Check a stopped server's data directory for damaged files and
@@ -180,9 +179,6 @@ enum Command {
     Check(check::CheckArgs),
     /// Print a shell completion script (bash, zsh, fish, ...).
     Completions(completions::CompletionsArgs),
-    /// Move jobs in from another queue system.
-    #[command(subcommand)]
-    Import(import::ImportCommand),
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -206,7 +202,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Import(command) => import::run(command).await,
         Command::Check(args) => check::run(args).await,
         Command::Completions(args) => completions::run(args, Cli::command()),
-        Command::Import(command) => import::run(command).await,
     }
 }
 

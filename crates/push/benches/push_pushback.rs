@@ -123,9 +123,9 @@ async fn receive(seen: Arc<Seen>, headers: HeaderMap) -> Response {
     let refusing = seen.refusing
         && seen
             .refuse_until
-        .lock()
-        .map(|until| until.is_some_and(|t| Instant::now() < t))
-        .unwrap_or(false);
+            .lock()
+            .map(|until| until.is_some_and(|t| Instant::now() < t))
+            .unwrap_or(false);
     if refused && refusing {
         seen.refusals.fetch_add(1, Ordering::SeqCst);
         let mut response = StatusCode::TOO_MANY_REQUESTS.into_response();
