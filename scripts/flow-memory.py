@@ -16,11 +16,12 @@ in memory):
 difference between the two is what one key's state costs beyond its
 messages (target: at most 64 B).
 
-Then, in the `keyed` run, every message is leased and acked (each key is
-done), its `flow_keys` must read 0, and a second round of N new keys is
-enqueued and done on the same server: the RSS growth from the end of the
-first round to the end of the second, per key, is what done keys leave
-behind.
+Then, in both runs, every message is leased and acked (each key is done;
+`flow_keys` must read 0), and a second round of N new keys is enqueued and
+done on the same server: the RSS growth from the end of the first round to
+the end of the second is what done messages leave behind (the store's
+memtables, caches and the allocator's retained pages); the `keyed` run's
+growth beyond the `plain` run's is what done keys leave.
 
 Usage: scripts/flow-memory.py DELAYD_BIN [N]
 """
@@ -125,19 +126,18 @@ def run(binary, n, flow):
         enqueue(server, "q", 0, n)
         after = settle(server.proc.pid)
         result = {"per_message": (after - before) / n}
-        if flow:
-            stats = server.call("GET", "/v1/queues/q")["stats"]
-            result["flow_keys_loaded"] = stats.get("flow_keys")
-            server.call("POST", "/v1/queues/q/resume")
-            drain(server, "q", n)
-            first_done = settle(server.proc.pid)
-            result["flow_keys_done"] = server.call("GET", "/v1/queues/q")["stats"].get("flow_keys")
-            enqueue(server, "q", n, n)
-            drain(server, "q", n)
-            second_done = settle(server.proc.pid)
-            result["flow_keys_done_2"] = server.call("GET", "/v1/queues/q")["stats"].get("flow_keys")
-            result["left_per_done_key"] = (second_done - first_done) / n
-            result["rss_done_mib"] = [first_done / 2**20, second_done / 2**20]
+        stats = server.call("GET", "/v1/queues/q")["stats"]
+        result["flow_keys_loaded"] = stats.get("flow_keys")
+        server.call("POST", "/v1/queues/q/resume")
+        drain(server, "q", n)
+        first_done = settle(server.proc.pid)
+        result["flow_keys_done"] = server.call("GET", "/v1/queues/q")["stats"].get("flow_keys")
+        enqueue(server, "q", n, n)
+        drain(server, "q", n)
+        second_done = settle(server.proc.pid)
+        result["flow_keys_done_2"] = server.call("GET", "/v1/queues/q")["stats"].get("flow_keys")
+        result["left_per_done_message"] = (second_done - first_done) / n
+        result["rss_done_mib"] = [first_done / 2**20, second_done / 2**20]
         return result
     finally:
         server.stop()
@@ -152,7 +152,9 @@ def main():
     plain = run(binary, n, flow=False)
     keyed = run(binary, n, flow=True)
     print(json.dumps({"keys": n, "load": load, "plain": plain, "keyed": keyed,
-                      "per_key_beyond_messages": keyed["per_message"] - plain["per_message"]}))
+                      "per_key_beyond_messages": keyed["per_message"] - plain["per_message"],
+                      "left_per_done_key": keyed["left_per_done_message"]
+                      - plain["left_per_done_message"]}))
 
 
 if __name__ == "__main__":
