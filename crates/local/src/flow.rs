@@ -208,6 +208,26 @@ impl State {
         let Some(km) = q.flow.keys.get_mut(key) else {
             return;
         };
+        // Most looks (a keyed enqueue behind a head that is still first, an
+        // ack of another of the key's messages) change nothing: the head
+        // stays the key's next message and the key stays admitted. Then the
+        // head stays where it is, and only a timer the key no longer needs
+        // goes (what the full look below would end with too).
+        if let Some(head) = km.head {
+            let still_next = match next_of_key(&q.flow.parked, &q.messages, &flow, km, key) {
+                Some(parked) => head_goes_first(&flow, km, head, parked),
+                None => !flow.ordered || km.holder.is_none() || holder_is(&q.messages, km, head),
+            };
+            if still_next && flow.admit_key(&km.gate, now).is_ok() {
+                if let Some((id, _)) = km.timer.take() {
+                    self.timers.cancel(id);
+                }
+                if waited_on {
+                    tx.note_ready(queue);
+                }
+                return;
+            }
+        }
         // Demote the current head, then choose again from scratch.
         if let Some(rk) = km.head.take() {
             if let Some(id) = q.ready.remove(&rk) {
@@ -471,6 +491,25 @@ impl State {
             .filter(|&until| until > now);
         Ok(info)
     }
+}
+
+/// Whether the key's head `head` (in the ready set) goes before its first
+/// parked message `parked` (as [`next_of_key`] chose it): with `ordered`
+/// and a holder, only the holder goes, wherever it is; else delivery order.
+fn head_goes_first(flow: &FlowConfig, km: &KeyMem, head: ReadyKey, parked: ReadyKey) -> bool {
+    if flow.ordered && km.holder.is_some() {
+        // `next_of_key` found the holder parked: the head is not it.
+        return false;
+    }
+    head < parked
+}
+
+/// Whether `head` is the ready position of the key's holder.
+fn holder_is(messages: &HashMap<MessageId, MessageRecord>, km: &KeyMem, head: ReadyKey) -> bool {
+    km.holder
+        .as_ref()
+        .and_then(|id| messages.get(id))
+        .is_some_and(|rec| (rec.priority, rec.deliver_at, rec.seq) == head)
 }
 
 /// The key's next message among its parked ones: with `ordered`, its
