@@ -42,11 +42,17 @@ pub(crate) struct FlowMem {
     /// Ready messages of keys that are not their key's head in the ready
     /// set, by key then delivery order.
     pub parked: BTreeMap<(FlowKey, ReadyKey), MessageId>,
+    /// Each key's holder, for the few keys that have one: a message of
+    /// the key that was delivered and came back (see
+    /// `MessageRecord::holds_key`). Apart from `KeyMem`, which every key
+    /// with a message pays for.
+    pub holders: HashMap<FlowKey, MessageId>,
     /// The queue's timer (its gate opens by time), as (timer key, deadline).
     pub timer: Option<(u64, u64)>,
 }
 
-/// One key's state.
+/// One key's state: 80 bytes, beside its key in the map (its holder, which
+/// few keys have, is in [`FlowMem::holders`]).
 #[derive(Default)]
 pub(crate) struct KeyMem {
     pub gate: GateState,
@@ -54,11 +60,33 @@ pub(crate) struct KeyMem {
     pub live: u32,
     /// Its message in the queue's ready set, if any.
     pub head: Option<ReadyKey>,
-    /// A message of the key that was delivered and came back (see
-    /// `MessageRecord::holds_key`).
-    pub holder: Option<MessageId>,
-    /// Its timer, as (timer key, deadline).
-    pub timer: Option<(u64, u64)>,
+    /// Its timer.
+    pub timer: TimerSlot,
+}
+
+/// A timer as (timer key, deadline), or none, in 16 bytes: flow timer keys
+/// start at [`FLOW_TIMERS`], so key 0 means none.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct TimerSlot {
+    id: u64,
+    at: u64,
+}
+
+impl TimerSlot {
+    pub fn get(self) -> Option<(u64, u64)> {
+        (self.id != 0).then_some((self.id, self.at))
+    }
+
+    pub fn set(&mut self, timer: Option<(u64, u64)>) {
+        let (id, at) = timer.unwrap_or_default();
+        *self = Self { id, at };
+    }
+
+    pub fn take(&mut self) -> Option<(u64, u64)> {
+        let timer = self.get();
+        *self = Self::default();
+        timer
+    }
 }
 
 impl FlowMem {
@@ -119,8 +147,8 @@ impl State {
         if leased {
             km.gate.leased += 1;
         }
-        if rec.holds_key() && km.holder.is_none() {
-            km.holder = Some(rec.id.clone());
+        if rec.holds_key() && !q.flow.holders.contains_key(key) {
+            q.flow.holders.insert(key.clone(), rec.id.clone());
         }
         self.flow_dirty.insert((queue.clone(), key.clone()));
     }
@@ -147,8 +175,8 @@ impl State {
             if leased {
                 km.gate.leased = km.gate.leased.saturating_sub(1);
             }
-            if km.holder.as_ref() == Some(&rec.id) {
-                km.holder = None;
+            if q.flow.holders.get(key) == Some(&rec.id) {
+                q.flow.holders.remove(key);
             }
             if rec.state == delayd_core::MessageState::Ready {
                 let rk = (rec.priority, rec.deliver_at, rec.seq);
@@ -214,9 +242,10 @@ impl State {
         // head stays where it is, and only a timer the key no longer needs
         // goes (what the full look below would end with too).
         if let Some(head) = km.head {
-            let still_next = match next_of_key(&q.flow.parked, &q.messages, &flow, km, key) {
-                Some(parked) => head_goes_first(&flow, km, head, parked),
-                None => !flow.ordered || km.holder.is_none() || holder_is(&q.messages, km, head),
+            let holder = q.flow.holders.get(key);
+            let still_next = match next_of_key(&q.flow.parked, &q.messages, &flow, holder, key) {
+                Some(parked) => head_goes_first(&flow, holder, head, parked),
+                None => !flow.ordered || holder.is_none() || holder_is(&q.messages, holder, head),
             };
             if still_next && flow.admit_key(&km.gate, now).is_ok() {
                 if let Some((id, _)) = km.timer.take() {
@@ -237,7 +266,8 @@ impl State {
                 q.flow.parked.insert((key.clone(), rk), id);
             }
         }
-        let candidate = next_of_key(&q.flow.parked, &q.messages, &flow, km, key);
+        let holder = q.flow.holders.get(key);
+        let candidate = next_of_key(&q.flow.parked, &q.messages, &flow, holder, key);
         let mut wake = None;
         if let Some(rk) = candidate {
             match flow.admit_key(&km.gate, now) {
@@ -265,7 +295,7 @@ impl State {
         if km.live == 0 && !forget {
             wake = Some(wake.map_or(km.gate.idle_at(), |w| w.min(km.gate.idle_at())));
         }
-        let old_timer = km.timer;
+        let old_timer = km.timer.get();
         if forget {
             q.flow.keys.remove(key);
             shrink_when_sparse(&mut q.flow.keys);
@@ -281,7 +311,7 @@ impl State {
             .get_mut(queue)
             .and_then(|q| q.flow.keys.get_mut(key))
         {
-            km.timer = timer;
+            km.timer.set(timer);
         }
     }
 
@@ -338,7 +368,7 @@ impl State {
                     .get_mut(&queue)
                     .and_then(|q| q.flow.keys.get_mut(&key))
                 {
-                    km.timer = None;
+                    km.timer = TimerSlot::default();
                 }
                 self.flow_dirty.insert((queue, key));
             }
@@ -403,7 +433,7 @@ impl State {
             return;
         };
         let old = std::mem::take(&mut q.flow);
-        for (id, _) in old.keys.values().filter_map(|k| k.timer) {
+        for (id, _) in old.keys.values().filter_map(|k| k.timer.get()) {
             self.timers.cancel(id);
         }
         if let Some((id, _)) = old.timer {
@@ -496,8 +526,13 @@ impl State {
 /// Whether the key's head `head` (in the ready set) goes before its first
 /// parked message `parked` (as [`next_of_key`] chose it): with `ordered`
 /// and a holder, only the holder goes, wherever it is; else delivery order.
-fn head_goes_first(flow: &FlowConfig, km: &KeyMem, head: ReadyKey, parked: ReadyKey) -> bool {
-    if flow.ordered && km.holder.is_some() {
+fn head_goes_first(
+    flow: &FlowConfig,
+    holder: Option<&MessageId>,
+    head: ReadyKey,
+    parked: ReadyKey,
+) -> bool {
+    if flow.ordered && holder.is_some() {
         // `next_of_key` found the holder parked: the head is not it.
         return false;
     }
@@ -505,9 +540,12 @@ fn head_goes_first(flow: &FlowConfig, km: &KeyMem, head: ReadyKey, parked: Ready
 }
 
 /// Whether `head` is the ready position of the key's holder.
-fn holder_is(messages: &HashMap<MessageId, MessageRecord>, km: &KeyMem, head: ReadyKey) -> bool {
-    km.holder
-        .as_ref()
+fn holder_is(
+    messages: &HashMap<MessageId, MessageRecord>,
+    holder: Option<&MessageId>,
+    head: ReadyKey,
+) -> bool {
+    holder
         .and_then(|id| messages.get(id))
         .is_some_and(|rec| (rec.priority, rec.deliver_at, rec.seq) == head)
 }
@@ -519,11 +557,11 @@ fn next_of_key(
     parked: &BTreeMap<(FlowKey, ReadyKey), MessageId>,
     messages: &HashMap<MessageId, MessageRecord>,
     flow: &FlowConfig,
-    km: &KeyMem,
+    holder: Option<&MessageId>,
     key: &FlowKey,
 ) -> Option<ReadyKey> {
     if flow.ordered {
-        if let Some(holder) = &km.holder {
+        if let Some(holder) = holder {
             let rec = messages.get(holder)?;
             let rk = (rec.priority, rec.deliver_at, rec.seq);
             return parked.contains_key(&(key.clone(), rk)).then_some(rk);
@@ -546,4 +584,17 @@ pub(crate) fn key_counts(q: &QueueState, now: u64) -> (u64, u64) {
         .filter(|km| km.gate.cooling_until > now)
         .count();
     (q.flow.keys.len() as u64, cooling as u64)
+}
+
+#[cfg(test)]
+mod size_tests {
+    /// A key's map entry is what each key with a message costs (docs/
+    /// BENCHMARKS.md, "Memory per key"): keep it from growing unnoticed.
+    #[test]
+    fn a_keys_entry_stays_small() {
+        let key = std::mem::size_of::<delayd_core::FlowKey>();
+        let state = std::mem::size_of::<super::KeyMem>();
+        assert!(state <= 80, "KeyMem is {state} bytes");
+        assert!(key + state <= 104, "a key's entry is {} bytes", key + state);
+    }
 }
