@@ -597,4 +597,41 @@ mod size_tests {
         assert!(state <= 80, "KeyMem is {state} bytes");
         assert!(key + state <= 104, "a key's entry is {} bytes", key + state);
     }
+
+    /// 200,000 keys that came and went leave a small table, and the
+    /// shrinking costs no more than the removals: each shrink follows at
+    /// least as many removals as it keeps entries.
+    #[test]
+    fn a_key_map_gives_its_memory_back() {
+        let mut keys = std::collections::HashMap::new();
+        for i in 0..200_000u32 {
+            let key =
+                delayd_core::FlowKey::new(format!("k{i}")).unwrap_or_else(|e| panic!("key: {e}"));
+            keys.insert(key, i);
+        }
+        let full = keys.capacity();
+        let mut shrinks = 0;
+        for i in 0..200_000u32 {
+            let key =
+                delayd_core::FlowKey::new(format!("k{i}")).unwrap_or_else(|e| panic!("key: {e}"));
+            keys.remove(&key);
+            let before = keys.capacity();
+            super::shrink_when_sparse(&mut keys);
+            if keys.capacity() < before {
+                shrinks += 1;
+                assert!(
+                    keys.len() * 4 < before,
+                    "shrunk while a quarter full or more"
+                );
+            }
+        }
+        assert!(keys.is_empty());
+        assert!(full >= 200_000);
+        assert!(
+            keys.capacity() <= 2 * 1024,
+            "{} slots left",
+            keys.capacity()
+        );
+        assert!(shrinks <= 10, "{shrinks} shrinks for 200,000 removals");
+    }
 }
