@@ -5,7 +5,9 @@
 //! A new test file goes into this directory with a `mod` line below; it
 //! reaches the shared helpers with `use crate::common::{...}` (not
 //! `mod common;`). The helpers stay in `../common/mod.rs`, where a test
-//! file outside this binary can still `mod common;` them.
+//! file outside this binary can still `mod common;` them:
+//! `cli_bench_http2.rs` is such a binary of its own, as it reads the
+//! process-wide metrics.
 
 // Its `expect(dead_code)` is for a test binary that uses a part of it;
 // this one uses all of it.
@@ -16,7 +18,6 @@ mod common;
 mod architecture_paths;
 mod cli;
 mod cli_admin;
-mod cli_bench_http2;
 mod cli_check;
 mod cli_completions_and_closed_stdout;
 mod cli_flow;
