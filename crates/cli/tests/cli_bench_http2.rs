@@ -4,7 +4,9 @@
 //! plus one for the bench's own calls, every one opened with the HTTP/2
 //! preface; the report counts the server's commits. Against a server whose
 //! `/metrics` has no commit counter, the figures are null and the bench
-//! still succeeds.
+//! still succeeds. A binary of its own: the in-process server's `/metrics`
+//! is the process-wide recorder, where any other test's in-process
+//! LocalBroker (cli_check.rs) would put a commit counter.
 
 mod common;
 

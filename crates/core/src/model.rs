@@ -24,7 +24,7 @@ pub const RESERVED_QUEUE_NAMES: [&str; 2] = [".", ".."];
 /// document's `{queue}` pattern. Without look-around (JSON Schema and the
 /// `regex` crate both read it): a name starts with a character other than
 /// `.` and `-`, or with `.` and a second character other than `.`, or with
-/// `..` and at least one more character. crates/beanstalk/tests/name_grammar.rs
+/// `..` and at least one more character. crates/beanstalk/tests/beanstalk/name_grammar.rs
 /// checks that it, the function and the beanstalkd check agree.
 pub const QUEUE_NAME_PATTERN: &str = concat!(
     r"^(?:[A-Za-z0-9_+/;$()][A-Za-z0-9._+/;$()-]{0,199}",

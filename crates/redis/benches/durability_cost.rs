@@ -8,7 +8,7 @@
 //! "Replication and failover".
 //! Run: `cargo bench -p delayd-redis --bench durability_cost`.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/redis/support/mod.rs"]
 mod support;
 
 use std::sync::Arc;

@@ -10,7 +10,7 @@
 //! `appendfsync everysec`; `-- workload` runs only that part.
 //! Run: `cargo bench -p delayd-redis --bench redis_vs_baseline`.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/redis/support/mod.rs"]
 mod support;
 mod workload;
 

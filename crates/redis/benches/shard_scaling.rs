@@ -25,7 +25,7 @@ use delayd_redis::{RedisBroker, RedisConfig};
 use futures_util::future::join_all;
 
 // The tests' redis-server and cluster spawning, shared rather than copied.
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/redis/support/mod.rs"]
 mod support;
 use support::RedisCluster;
 

@@ -3,7 +3,7 @@
 --
 -- The port is exactly three functions of flow.rs: `Bucket::ready_at`,
 -- `Bucket::take` and `admit_one` (behind `FlowConfig::admit_queue` and
--- `admit_key`); `tests/flow_lua.rs` feeds the same random inputs to them
+-- `admit_key`); `tests/redis/flow_lua.rs` feeds the same random inputs to them
 -- and to Rust and compares. Everything else (the emission interval, the
 -- deferral rule) is computed in Rust and passed in.
 --

@@ -1,4 +1,4 @@
--- Test entry point of the differential test (tests/flow_lua.rs): ARGV 4..:
+-- Test entry point of the differential test (tests/redis/flow_lua.rs): ARGV 4..:
 -- groups of 7: tat, iv, burst, slots ('' = none), leased, cool, now
 -- (iv '' = no rate). Returns per group: the hold's reason ('' admitted),
 -- until ('' none), ready_at ('' without rate), and the TAT after a take.

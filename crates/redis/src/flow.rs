@@ -1,7 +1,7 @@
 //! Flow control's calls on Redis (api.md "Flow control"; docs/redis.md
 //! "Flow control"). The gate runs inside the lease function
 //! (`lua/flow.lua`, a port of `Bucket::ready_at`/`take` and the admission
-//! rule, checked against Rust by `tests/flow_lua.rs`); the deferral rule
+//! rule, checked against Rust by `tests/redis/flow_lua.rs`); the deferral rule
 //! runs here, in Rust (`FlowConfig::defer`), and `lua/defer.lua` applies
 //! its verdict only to the record it was decided on.
 

@@ -3,6 +3,7 @@
 //! client is still answered at once, and /metrics reports the limit and the
 //! open connections. Alone in its binary: the gauges are process-wide.
 
+#[path = "server/common/mod.rs"]
 mod common;
 
 use std::time::{Duration, Instant};

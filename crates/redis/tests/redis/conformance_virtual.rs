@@ -1,0 +1,43 @@
+//! The schedule cases on virtual time (tokio's clock paused, the broker
+//! reading the case's `VirtualClock`), including the ones that move the
+//! wall clock (DST transitions, catch-up after a jump), against a single
+//! Redis.
+
+use std::sync::Arc;
+
+use crate::support::{shared_single, unique_prefix};
+use delayd_redis::{RedisBroker, RedisConfig};
+
+delayd_core::conformance_tests_schedules!(
+    virtual_time
+        | clock
+        | async move {
+            let config = RedisConfig {
+                urls: vec![shared_single().url()],
+                shards: 1,
+                key_prefix: unique_prefix(),
+                clock,
+                tls_ca: None,
+                virtual_time: true,
+                wait_replicas: None,
+            };
+            Arc::new(RedisBroker::connect(config).await.expect("connect"))
+        }
+);
+
+delayd_core::conformance_tests_flow!(
+    virtual_time
+        | clock
+        | async move {
+            let config = RedisConfig {
+                urls: vec![shared_single().url()],
+                shards: 1,
+                key_prefix: unique_prefix(),
+                clock,
+                tls_ca: None,
+                virtual_time: true,
+                wait_replicas: None,
+            };
+            Arc::new(RedisBroker::connect(config).await.expect("connect"))
+        }
+);

@@ -1,0 +1,84 @@
+//! Records written before flow control (17 fields, no key, no deferral
+//! count) read as messages without a key and with no deferral, and go
+//! through lease, defer and ack like new ones (the golden record below is
+//! the layout `lua/common.lua` wrote before flow control).
+
+use crate::support::{broker, shared_single, unique_prefix};
+use delayd_core::{
+    Broker, FlowConfig, LeaseRequest, MessageId, MessageState, Nack, QueueConfigPatch, QueueName,
+};
+
+#[tokio::test]
+async fn a_record_without_flow_fields_reads_as_no_key() {
+    let server = shared_single();
+    let prefix = unique_prefix();
+    let node = broker(vec![server.url()], 1, &prefix).await;
+    let q = QueueName::new("old").expect("queue");
+    node.put_queue(&q, QueueConfigPatch::default())
+        .await
+        .expect("put_queue");
+    let tag = format!("{{{prefix}:old#0}}");
+    // seq 7, pending, deliver_at 1000 (enqueued at 1000), priority 1024,
+    // payload "hi", no headers, attempts 0, max_attempts '', lease_ms '',
+    // lease_until '', lease id '', died_at '', counters 0: the old layout
+    // with its defaults trimmed after the headers, as `pack` stored it.
+    let script = "redis.call('HSET', KEYS[1], 'm1', cmsgpack.pack({7, 'S', 1000, 0, 1024, 'hi', '', 0, '', '', '', '', '', 0, 0, 0, 0})) \
+                  redis.call('ZADD', KEYS[2], 1024, struct.pack('>I8I8', 1000, 7) .. 'm1') return 1";
+    let msg = format!("{tag}:msg");
+    let ready = format!("{tag}:ready");
+    let out = server.cli(&["EVAL", script, "2", &msg, &ready]);
+    assert_eq!(out.trim(), "1", "golden record written: {out}");
+
+    let id = MessageId::new("m1").expect("id");
+    let m = node.get(&q, &id).await.expect("get");
+    assert_eq!(
+        (m.key.clone(), m.deferrals, m.state, m.payload.as_slice()),
+        (None, 0, MessageState::Ready, b"hi".as_slice()),
+        "{m:?}"
+    );
+
+    // With flow set afterwards, the old message is delivered, deferred and
+    // acked as a message without a key.
+    let patch = QueueConfigPatch {
+        flow: Some(Some(FlowConfig {
+            concurrency: Some(1),
+            ..FlowConfig::default()
+        })),
+        ..QueueConfigPatch::default()
+    };
+    node.put_queue(&q, patch).await.expect("put_queue flow");
+    let lease = LeaseRequest {
+        max: 5,
+        wait_ms: 0,
+        lease_ms: None,
+    };
+    let got = node
+        .lease(std::slice::from_ref(&q), lease.clone())
+        .await
+        .expect("lease");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!((got[0].key.clone(), got[0].attempt), (None, 1));
+    let defer = Nack {
+        delay_ms: Some(0),
+        defer: true,
+        ..Nack::default()
+    };
+    node.nack(&q, &id, &got[0].lease_id, defer)
+        .await
+        .expect("defer");
+    let m = node.get(&q, &id).await.expect("get");
+    assert_eq!((m.attempts, m.deferrals), (0, 1), "{m:?}");
+    let again = node
+        .lease(std::slice::from_ref(&q), lease)
+        .await
+        .expect("lease");
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(again[0].attempt, 1, "the deferral gave the attempt back");
+    node.ack(&q, &id, &again[0].lease_id).await.expect("ack");
+    let stats = node.get_queue(&q).await.expect("get_queue").stats;
+    assert_eq!(
+        (stats.ready, stats.leased, stats.flow_keys),
+        (0, 0, 0),
+        "{stats:?}"
+    );
+}
