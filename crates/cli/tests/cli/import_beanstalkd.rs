@@ -8,7 +8,6 @@
 //! while it was stopped, an interrupted import, two servers' overlapping
 //! job ids.
 
-
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;

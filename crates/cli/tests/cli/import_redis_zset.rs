@@ -4,7 +4,6 @@
 //! creates nothing; `--dry-run` writes nothing; `--delete` removes from
 //! Redis exactly what delayd acknowledged.
 
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Output;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
