@@ -34,17 +34,32 @@ fn newest_journal(dir: &Path) -> PathBuf {
 
 /// (bytes up to the last non-zero byte, bytes written as zeros past the
 /// block holding it). Counted with `SEEK_DATA`/`SEEK_HOLE`, which see
-/// written blocks, not the file system's speculative reservations.
+/// written blocks, not the file system's speculative reservations; only
+/// blocks that read as all zeros count, so journal data the engine appends
+/// between the two reads (the broker is still open) is not taken for
+/// zeros.
 fn journal_extent(dir: &Path) -> (u64, u64) {
+    use std::os::unix::fs::FileExt as _;
+    const BLOCK: u64 = 4096;
     let path = newest_journal(dir);
     let bytes = std::fs::read(&path).expect("read journal");
     let data = bytes.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1) as u64;
     let file = std::fs::File::open(&path).expect("open journal");
-    let mut at = data.div_ceil(4096) * 4096;
+    let mut at = data.div_ceil(BLOCK) * BLOCK;
     let mut zeroed = 0;
+    let mut block = vec![0u8; BLOCK as usize];
     while let Ok(start) = seek(&file, SeekFrom::Data(at)) {
         let end = seek(&file, SeekFrom::Hole(start)).expect("seek hole");
-        zeroed += end - start;
+        let mut offset = start;
+        while offset < end {
+            let len = (end - offset).min(BLOCK) as usize;
+            file.read_exact_at(&mut block[..len], offset)
+                .expect("read journal block");
+            if block[..len].iter().all(|&b| b == 0) {
+                zeroed += len as u64;
+            }
+            offset += len as u64;
+        }
         at = end;
     }
     (data, zeroed)
