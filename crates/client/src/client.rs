@@ -305,13 +305,7 @@ impl Client {
         lease_id: &str,
         delay_ms: Option<u64>,
     ) -> Result<(), ClientError> {
-        let path = ["v1", "queues", queue, "messages", id, "nack"];
-        let body = NackBody {
-            lease_id: lease_id.to_owned(),
-            delay_ms,
-            defer: false,
-        };
-        self.call_empty(Method::POST, &path, Some(&body)).await
+        self.nack_call(queue, id, lease_id, delay_ms, false).await
     }
 
     /// Defers a delivery (nack with `defer: true`, queues with `flow`
@@ -326,11 +320,24 @@ impl Client {
         lease_id: &str,
         delay_ms: Option<u64>,
     ) -> Result<(), ClientError> {
+        self.nack_call(queue, id, lease_id, delay_ms, true).await
+    }
+
+    /// `POST .../nack`, the call behind [`nack`](Self::nack) and
+    /// [`defer`](Self::defer).
+    async fn nack_call(
+        &self,
+        queue: &str,
+        id: &str,
+        lease_id: &str,
+        delay_ms: Option<u64>,
+        defer: bool,
+    ) -> Result<(), ClientError> {
         let path = ["v1", "queues", queue, "messages", id, "nack"];
         let body = NackBody {
             lease_id: lease_id.to_owned(),
             delay_ms,
-            defer: true,
+            defer,
         };
         self.call_empty(Method::POST, &path, Some(&body)).await
     }
