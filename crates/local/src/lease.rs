@@ -18,6 +18,7 @@
 use std::time::Duration;
 
 use delayd_core::{BrokerResult, Delivery, LeaseRequest, QueueName};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::broker::Inner;
@@ -52,7 +53,65 @@ impl Drop for InLine<'_> {
     }
 }
 
+/// What one look under the state lock found: the deliveries (or the
+/// error), the commit to wait for when they read writes not yet durable,
+/// and the call's place in line when it registered as a waiter.
+type Look = (
+    BrokerResult<Vec<Delivery>>,
+    Option<u64>,
+    Option<(u64, oneshot::Receiver<BrokerResult<Handed>>)>,
+);
+
 impl Inner {
+    /// One look under the state lock: time settled at `now`, then what is
+    /// ready leased. With `wait`, a call that found nothing registers as a
+    /// waiter in the same lock hold, so no message that becomes ready later
+    /// can pass it by.
+    fn lease_look(
+        &self,
+        queues: &[QueueName],
+        request: &LeaseRequest,
+        wait: bool,
+    ) -> BrokerResult<Look> {
+        let mut state = self.lock_state();
+        let now = self.clock.now_ms();
+        self.catch_up(&mut state, now)?;
+        let mut tx = Tx::default();
+        let taken = state.lease_now(
+            &self.store,
+            queues,
+            request.max,
+            request.lease_ms,
+            now,
+            &mut tx,
+        );
+        let waiting = match &taken {
+            Ok(got) if got.is_empty() && wait => Some(state.waiters.register(
+                queues,
+                request.max,
+                request.lease_ms,
+            )),
+            _ => None,
+        };
+        let undurable = tx.reads_undurable;
+        let ticket = self.absorb_locked(&mut state, tx, now);
+        Ok((taken, undurable.then_some(ticket), waiting))
+    }
+
+    /// The deliveries of a look that did not wait in line, once the writes
+    /// they read are durable.
+    async fn answer(
+        &self,
+        taken: BrokerResult<Vec<Delivery>>,
+        ticket: Option<u64>,
+    ) -> BrokerResult<Vec<Delivery>> {
+        let got = taken?;
+        if let Some(ticket) = ticket {
+            self.syncer.wait(ticket).await?;
+        }
+        Ok(got)
+    }
+
     /// A waiting lease call's deadline passed with nothing handed to it:
     /// time is settled at the deadline before it answers empty, so a
     /// message due by then (which the driver may not have made ready yet)
@@ -62,27 +121,8 @@ impl Inner {
         queues: &[QueueName],
         request: &LeaseRequest,
     ) -> BrokerResult<Vec<Delivery>> {
-        let (got, undurable, ticket) = {
-            let mut state = self.lock_state();
-            let now = self.clock.now_ms();
-            self.catch_up(&mut state, now)?;
-            let mut tx = Tx::default();
-            let got = state.lease_now(
-                &self.store,
-                queues,
-                request.max,
-                request.lease_ms,
-                now,
-                &mut tx,
-            );
-            let undurable = tx.reads_undurable;
-            (got, undurable, self.absorb_locked(&mut state, tx, now))
-        };
-        let got = got?;
-        if undurable {
-            self.syncer.wait(ticket).await?;
-        }
-        Ok(got)
+        let (taken, ticket, _) = self.lease_look(queues, request, false)?;
+        self.answer(taken, ticket).await
     }
 
     /// `Broker::lease` after its argument checks.
@@ -93,39 +133,9 @@ impl Inner {
     ) -> BrokerResult<Vec<Delivery>> {
         self.check_writable()?;
         let deadline = Instant::now() + Duration::from_millis(request.wait_ms);
-        let (taken, ticket, waiting) = {
-            let mut state = self.lock_state();
-            let now = self.clock.now_ms();
-            self.catch_up(&mut state, now)?;
-            let mut tx = Tx::default();
-            let taken = state.lease_now(
-                &self.store,
-                queues,
-                request.max,
-                request.lease_ms,
-                now,
-                &mut tx,
-            );
-            // Registered in the same lock hold that found nothing, so no
-            // message that becomes ready later can pass this call by.
-            let waiting = match &taken {
-                Ok(got) if got.is_empty() && request.wait_ms > 0 => Some(state.waiters.register(
-                    queues,
-                    request.max,
-                    request.lease_ms,
-                )),
-                _ => None,
-            };
-            let undurable = tx.reads_undurable;
-            let ticket = self.absorb_locked(&mut state, tx, now);
-            (taken, undurable.then_some(ticket), waiting)
-        };
+        let (taken, ticket, waiting) = self.lease_look(queues, &request, request.wait_ms > 0)?;
         let Some((id, mut receiver)) = waiting else {
-            let got = taken?;
-            if let Some(ticket) = ticket {
-                self.syncer.wait(ticket).await?;
-            }
-            return Ok(got);
+            return self.answer(taken, ticket).await;
         };
         let mut line = InLine {
             inner: self,
