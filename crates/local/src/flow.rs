@@ -81,12 +81,6 @@ impl TimerSlot {
         let (id, at) = timer.unwrap_or_default();
         *self = Self { id, at };
     }
-
-    pub fn take(&mut self) -> Option<(u64, u64)> {
-        let timer = self.get();
-        *self = Self::default();
-        timer
-    }
 }
 
 impl FlowMem {
@@ -236,60 +230,59 @@ impl State {
         let Some(km) = q.flow.keys.get_mut(key) else {
             return;
         };
-        // Most looks (a keyed enqueue behind a head that is still first, an
-        // ack of another of the key's messages) change nothing: the head
-        // stays the key's next message and the key stays admitted. Then the
-        // head stays where it is, and only a timer the key no longer needs
-        // goes (what the full look below would end with too).
-        if let Some(head) = km.head {
-            let holder = q.flow.holders.get(key);
-            let still_next = match next_of_key(&q.flow.parked, &q.messages, &flow, holder, key) {
-                Some(parked) => head_goes_first(&flow, holder, head, parked),
-                None => !flow.ordered || holder.is_none() || holder_is(&q.messages, holder, head),
-            };
-            if still_next && flow.admit_key(&km.gate, now).is_ok() {
-                if let Some((id, _)) = km.timer.take() {
-                    self.timers.cancel(id);
-                }
-                if waited_on {
-                    tx.note_ready(queue);
-                }
-                return;
-            }
-        }
-        // Demote the current head, then choose again from scratch.
-        if let Some(rk) = km.head.take() {
-            if let Some(id) = q.ready.remove(&rk) {
-                if rk.0 < delayd_core::DEFAULT_PRIORITY {
-                    q.ready_urgent -= 1;
-                }
-                q.flow.parked.insert((key.clone(), rk), id);
-            }
-        }
+        // The key's next message: its head (in the ready set) or one of its
+        // parked messages. Most looks (a keyed enqueue behind a head that is
+        // still first, an ack of another of the key's messages) find the
+        // head again and move nothing.
         let holder = q.flow.holders.get(key);
-        let candidate = next_of_key(&q.flow.parked, &q.messages, &flow, holder, key);
+        let next = match (
+            km.head,
+            next_of_key(&q.flow.parked, &q.messages, &flow, holder, key),
+        ) {
+            (Some(head), Some(parked)) if !head_goes_first(&flow, holder, head, parked) => {
+                Some(parked)
+            }
+            (Some(head), Some(_)) => Some(head),
+            (Some(head), None) => {
+                let waits_for_holder =
+                    flow.ordered && holder.is_some() && !holder_is(&q.messages, holder, head);
+                (!waits_for_holder).then_some(head)
+            }
+            (None, parked) => parked,
+        };
         let mut wake = None;
-        if let Some(rk) = candidate {
-            match flow.admit_key(&km.gate, now) {
-                Ok(()) => {
-                    if let Some(id) = q.flow.parked.remove(&(key.clone(), rk)) {
-                        q.ready.insert(rk, id);
-                        if rk.0 < delayd_core::DEFAULT_PRIORITY {
-                            q.ready_urgent += 1;
-                        }
-                        km.head = Some(rk);
-                        if waited_on {
-                            tx.note_ready(queue);
-                        }
+        let head = match next.map(|rk| (rk, flow.admit_key(&km.gate, now))) {
+            Some((rk, Ok(()))) => Some(rk),
+            Some((_, Err(hold))) => {
+                metrics::counter!(metric::FLOW_HELD_TOTAL,
+                    "queue" => queue.to_string(), "reason" => hold.reason())
+                .increment(1);
+                wake = hold.until();
+                None
+            }
+            None => None,
+        };
+        if km.head != head {
+            if let Some(rk) = km.head.take() {
+                if let Some(id) = q.ready.remove(&rk) {
+                    if rk.0 < delayd_core::DEFAULT_PRIORITY {
+                        q.ready_urgent -= 1;
                     }
-                }
-                Err(hold) => {
-                    metrics::counter!(metric::FLOW_HELD_TOTAL,
-                        "queue" => queue.to_string(), "reason" => hold.reason())
-                    .increment(1);
-                    wake = hold.until();
+                    q.flow.parked.insert((key.clone(), rk), id);
                 }
             }
+            if let Some(rk) = head {
+                if let Some(id) = q.flow.parked.remove(&(key.clone(), rk)) {
+                    q.ready.insert(rk, id);
+                    if rk.0 < delayd_core::DEFAULT_PRIORITY {
+                        q.ready_urgent += 1;
+                    }
+                    km.head = Some(rk);
+                }
+            }
+        }
+        if km.head.is_some() && waited_on {
+            tx.note_ready(queue);
         }
         let forget = km.live == 0 && km.gate.is_idle(now);
         if km.live == 0 && !forget {
