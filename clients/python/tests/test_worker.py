@@ -126,6 +126,20 @@ def test_sigterm_finishes_the_message_in_hand(queue: delayd.Queue, server: Serve
         queue.get("w1")  # acked
 
 
+def wait_for_sigterm_handler(pid: int) -> None:
+    """Waits until process `pid` catches SIGTERM (its worker loop has
+    started): a fixed sleep lost the race on a loaded machine, and the
+    signal killed the interpreter before the handler was installed."""
+    bit = 1 << (signal.SIGTERM - 1)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigCgt:") and int(line.split()[1], 16) & bit:
+                return
+        time.sleep(0.02)
+    raise AssertionError("the worker did not install its SIGTERM handler within 30 s")
+
+
 def test_sigterm_interrupts_an_idle_long_poll(queue: delayd.Queue, server: Server, tmp_path: Path) -> None:
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
@@ -133,7 +147,7 @@ def test_sigterm_interrupts_an_idle_long_poll(queue: delayd.Queue, server: Serve
     proc = subprocess.Popen(
         [sys.executable, str(script), server.url, queue.name], stdout=subprocess.PIPE, text=True, env=env
     )
-    time.sleep(1.0)
+    wait_for_sigterm_handler(proc.pid)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=10)
