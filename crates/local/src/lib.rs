@@ -96,6 +96,7 @@ mod prezero;
 mod recover;
 mod schedule_codec;
 mod schedules;
+mod settle;
 mod state;
 mod store;
 mod sync;

@@ -11,6 +11,7 @@
 //! in a [`Tx`]; the caller commits the write set before releasing the lock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use delayd_core::{
@@ -163,10 +164,13 @@ pub(crate) struct State {
     /// Writes of the open group went to the engine early
     /// (`flush_pending`), so `pending` no longer lists them all.
     pub pending_flushed: bool,
-    /// The group the sync thread took and has not yet made durable (and
-    /// whether writes of it were flushed early): set and cleared by the
-    /// sync thread.
-    pub in_flight: Option<(Arc<WriteSet>, bool)>,
+    /// The last group the sync thread took: its number, its writes and
+    /// whether writes of it were flushed early. Set by the sync thread when
+    /// it takes the group; once `durable_upto` reaches it, it counts as
+    /// gone ([`State::in_flight`]), so publishing a group takes no state lock.
+    pub in_flight: Option<(u64, Arc<WriteSet>, bool)>,
+    /// The last durable group, as the sync thread publishes it.
+    pub durable_upto: Arc<AtomicU64>,
     /// Number of the open commit group: the ticket of a call whose writes
     /// joined it. The sync thread closes it (`take_group`).
     pub group: u64,
@@ -206,6 +210,7 @@ impl State {
             pending_queues: BTreeSet::new(),
             pending_flushed: false,
             in_flight: None,
+            durable_upto: Arc::default(),
             group: 1,
             sync_needed: false,
             waiters: Waiters::default(),
@@ -264,19 +269,27 @@ impl State {
     /// durable yet: in the open group or the one in flight (or possibly
     /// among writes flushed early, which are not listed).
     pub fn write_pending(&self, queue: &QueueName, id: &MessageId) -> bool {
-        if self.pending_flushed || self.in_flight.as_ref().is_some_and(|(_, flushed)| *flushed) {
+        let in_flight = self.in_flight();
+        if self.pending_flushed || in_flight.is_some_and(|(_, flushed)| flushed) {
             return true;
         }
-        if self.pending.is_empty() && self.in_flight.is_none() {
+        if self.pending.is_empty() && in_flight.is_none() {
             // Everything written is durable: no key to build (per lease).
             return false;
         }
         let key = codec::message_key(queue, id);
         self.pending.get(Space::Messages, &key).is_some()
-            || self
-                .in_flight
-                .as_ref()
-                .is_some_and(|(set, _)| set.get(Space::Messages, &key).is_some())
+            || in_flight.is_some_and(|(set, _)| set.get(Space::Messages, &key).is_some())
+    }
+
+    /// The group taken by the sync thread and not yet durable, with whether
+    /// writes of it were flushed early.
+    fn in_flight(&self) -> Option<(&WriteSet, bool)> {
+        let durable = self.durable_upto.load(Ordering::Acquire);
+        self.in_flight
+            .as_ref()
+            .filter(|(group, ..)| *group > durable)
+            .map(|(_, set, flushed)| (&**set, *flushed))
     }
 
     /// Closes the open group: its number and its writes, queue records

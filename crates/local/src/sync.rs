@@ -35,12 +35,12 @@ use std::time::{Duration, Instant};
 
 use delayd_core::{metric, BrokerError};
 use fjall::PersistMode;
-use tokio::sync::watch;
 
 use crate::config::Durability;
 use crate::error::OpenError;
 use crate::fault::Faults;
 use crate::prezero::Prezero;
+use crate::settle::Settled;
 use crate::state::State;
 use crate::store::{Store, WriteSet};
 
@@ -81,39 +81,6 @@ impl StateCell {
     }
 }
 
-#[derive(Clone, Debug, Default)]
-struct Durable {
-    upto: u64,
-    failed: Option<String>,
-    /// Ranges of tickets whose groups a reopen discarded: they were not
-    /// durable when a write failed, and memory was rebuilt from the disk.
-    lost: Vec<(u64, u64)>,
-}
-
-impl Durable {
-    fn lost(&self, ticket: u64) -> bool {
-        self.lost
-            .iter()
-            .any(|&(from, to)| (from..=to).contains(&ticket))
-    }
-
-    /// Whether a waiter on `ticket` has its answer.
-    fn settled(&self, ticket: u64) -> bool {
-        self.upto >= ticket || self.failed.is_some() || self.lost(ticket)
-    }
-
-    /// The answer for a waiter on `ticket` once `settled`.
-    fn answer(&self, ticket: u64) -> Result<(), BrokerError> {
-        if self.lost(ticket) {
-            return Err(unavailable("lost with a failed write".to_string()));
-        }
-        if self.upto >= ticket {
-            return Ok(());
-        }
-        Err(unavailable(self.failed.clone().unwrap_or_default()))
-    }
-}
-
 /// Rebuilds the engine and memory after a failed write (the open path, in
 /// process), given the state with its lock held; replaces the state.
 pub(crate) type Reopen = Box<dyn Fn(&mut State) -> Result<(), OpenError> + Send + Sync>;
@@ -125,7 +92,7 @@ struct Shared {
     /// A failure seen outside the sync thread (a scan's flush, the
     /// driver): the thread stops committing and reopens.
     heal_requested: AtomicBool,
-    durable: watch::Sender<Durable>,
+    durable: Settled,
     groups: AtomicU64,
     fsyncs: AtomicU64,
     reopen: Reopen,
@@ -147,13 +114,15 @@ pub(crate) struct SyncSetup {
 
 impl Syncer {
     pub fn start(cell: Arc<StateCell>, store: Arc<Store>, setup: SyncSetup) -> Self {
+        let durable = Settled::default();
+        cell.lock().durable_upto = durable.upto_handle();
         let shared = Arc::new(Shared {
             cell,
             faults: Arc::clone(store.faults()),
             store,
             stop: AtomicBool::new(false),
             heal_requested: AtomicBool::new(false),
-            durable: watch::channel(Durable::default()).0,
+            durable,
             groups: AtomicU64::new(0),
             fsyncs: AtomicU64::new(0),
             reopen: setup.reopen,
@@ -165,7 +134,7 @@ impl Syncer {
             .spawn(move || sync_loop(&thread_shared, &dir, durability))
             .ok();
         if thread.is_none() {
-            shared.durable.send_modify(|d| {
+            shared.durable.update(|d| {
                 d.failed = Some("cannot start the sync thread".into());
             });
         }
@@ -178,14 +147,14 @@ impl Syncer {
 
     /// Why the store takes no more writes, if it does not.
     pub fn failure(&self) -> Option<String> {
-        self.shared.durable.borrow().failed.clone()
+        self.shared.durable.durable().failed
     }
 
     /// Reports a failed engine write seen outside the sync thread: writes
     /// are refused from now on, and the sync thread reopens the engine.
     pub fn fail(&self, reason: String) {
         tracing::error!(error = %reason, "store write failed; refusing writes until the engine is reopened");
-        self.shared.durable.send_modify(|d| {
+        self.shared.durable.update(|d| {
             d.failed.get_or_insert(reason);
         });
         self.shared.heal_requested.store(true, Ordering::SeqCst);
@@ -210,15 +179,7 @@ impl Syncer {
                 None => Ok(()),
             };
         }
-        let mut rx = self.shared.durable.subscribe();
-        let result = rx
-            .wait_for(|d| d.settled(ticket))
-            .await
-            .map(|d| d.answer(ticket));
-        match result {
-            Ok(answer) => answer,
-            Err(_) => Err(unavailable("sync thread stopped".to_string())),
-        }
+        self.shared.durable.wait(ticket).await
     }
 
     /// Returns once group `ticket` has been written to the engine and
@@ -226,8 +187,7 @@ impl Syncer {
     /// the backpressure of `Interval` and `Never` callers when the open
     /// group grows large (see `MAX_PENDING_OPS`).
     pub async fn wait_written(&self, ticket: u64) {
-        let mut rx = self.shared.durable.subscribe();
-        let _ = rx.wait_for(|d| d.settled(ticket)).await;
+        let _ = self.shared.durable.wait(ticket).await;
     }
 
     /// Makes everything absorbed durable and stops the thread.
@@ -252,7 +212,7 @@ impl Drop for Syncer {
     }
 }
 
-fn unavailable(reason: String) -> BrokerError {
+pub(crate) fn unavailable(reason: String) -> BrokerError {
     BrokerError::Unavailable {
         reason: format!("commit not durable: {reason}"),
         maybe_applied: true,
@@ -289,7 +249,7 @@ fn run_groups(
         let state = wait_for_group(shared, durability);
         let stop = shared.stop.load(Ordering::SeqCst);
         if shared.heal_requested.load(Ordering::SeqCst) {
-            return Err(shared.durable.borrow().failed.clone().unwrap_or_default());
+            return Err(shared.durable.durable().failed.unwrap_or_default());
         }
         if !state.sync_needed {
             if stop {
@@ -311,17 +271,9 @@ fn run_groups(
             _ => PersistMode::SyncAll,
         };
         persist(shared, journal, mode, set.len())?;
-        {
-            let mut state = shared.cell.lock();
-            if state
-                .in_flight
-                .as_ref()
-                .is_some_and(|(in_flight, _)| Arc::ptr_eq(in_flight, &set))
-            {
-                state.in_flight = None;
-            }
-        }
-        shared.durable.send_modify(|d| d.upto = group);
+        // No state lock: `in_flight` counts as gone once `upto` reaches it
+        // (`State::in_flight`); the next group taken replaces it.
+        shared.durable.update(|d| d.upto = group);
         if stop {
             return Ok(());
         }
@@ -346,7 +298,7 @@ fn write_group(
     let set = Arc::new(set);
     state.committing = Some(Arc::clone(&set));
     let flushed = std::mem::take(&mut state.pending_flushed);
-    state.in_flight = Some((Arc::clone(&set), flushed));
+    state.in_flight = Some((group, Arc::clone(&set), flushed));
     let writer = shared.store.lock_writer();
     drop(state);
     shared.faults.commit().map_err(|e| e.to_string())?;
@@ -371,7 +323,7 @@ fn write_group(
 /// next. The first reason reported is kept, as in [`Syncer::fail`].
 fn fail(shared: &Shared, reason: &str) {
     tracing::error!(error = %reason, "commit failed; the broker refuses writes until the engine is reopened");
-    shared.durable.send_modify(|d| {
+    shared.durable.update(|d| {
         d.failed.get_or_insert_with(|| reason.to_string());
     });
 }
@@ -394,7 +346,7 @@ fn heal(shared: &Shared) -> bool {
             return false;
         }
         let mut state = shared.cell.lock();
-        let durable_upto = shared.durable.borrow().upto;
+        let durable_upto = shared.durable.durable().upto;
         // Every ticket handed out so far is at most the open group's.
         let last_ticket = state.group;
         match (shared.reopen)(&mut state) {
@@ -402,8 +354,11 @@ fn heal(shared: &Shared) -> bool {
                 // `last_ticket + 1` is the "nothing pending" ticket of the
                 // fresh state: durable (it stands for what is on disk).
                 state.group = last_ticket + 2;
+                // The fresh state's `in_flight` is empty; it reads the
+                // published groups from the same place as before.
+                state.durable_upto = shared.durable.upto_handle();
                 shared.heal_requested.store(false, Ordering::SeqCst);
-                shared.durable.send_modify(|d| {
+                shared.durable.update(|d| {
                     if durable_upto < last_ticket {
                         d.lost.push((durable_upto + 1, last_ticket));
                     }
