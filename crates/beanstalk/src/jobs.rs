@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use delayd_core::metric::{self, Stage};
 use delayd_core::{BrokerError, Delivery, LeaseRequest, MessageState, Nack, QueueName};
 
 use crate::reply;
@@ -171,6 +172,7 @@ impl Session {
 
     pub(crate) fn hand_out(&mut self, delivery: Delivery, out: &mut Vec<u8>) {
         reply::job(out, "RESERVED", delivery.seq, &delivery.payload);
+        metric::record_lateness(Stage::Answered, self.now_ms(), delivery.deliver_at);
         let held = Held {
             queue: delivery.queue,
             id: delivery.id,

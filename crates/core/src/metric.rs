@@ -4,6 +4,43 @@
 /// Histogram, seconds: how late a message became ready (fired_at - deliver_at).
 /// Label `queue`.
 pub const FIRE_LATENESS_SECONDS: &str = "delayd_fire_lateness_seconds";
+/// Histogram, seconds: how late after its due time (`deliver_at`) a message
+/// reached each step of its delivery. Label `stage`: `ready` (a timer or a
+/// call made it ready), `leased` (a lease took it), `answered` (a frontend
+/// wrote the answer carrying it: an HTTP lease response, a beanstalkd
+/// `RESERVED`). Side by side, the three say where a late message lost its
+/// time: the driver, the hand-off to a consumer, or the way out.
+pub const DELIVERY_LATENESS_SECONDS: &str = "delayd_delivery_lateness_seconds";
+
+/// A step of a delivery, for [`record_lateness`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Ready,
+    Leased,
+    Answered,
+}
+
+impl Stage {
+    pub fn label(self) -> &'static str {
+        match self {
+            Stage::Ready => "ready",
+            Stage::Leased => "leased",
+            Stage::Answered => "answered",
+        }
+    }
+}
+
+/// Records that a message due at `deliver_at` reached `stage` at `now`
+/// (both ms since the epoch). A message taken before it was due (a
+/// beanstalkd `reserve-job` of a delayed job) is not late: not recorded.
+pub fn record_lateness(stage: Stage, now: u64, deliver_at: u64) {
+    if deliver_at > now {
+        return;
+    }
+    metrics::histogram!(DELIVERY_LATENESS_SECONDS, "stage" => stage.label())
+        .record((now - deliver_at) as f64 / 1000.0);
+}
+
 /// Histogram: mutations per storage commit (group commit batch size).
 pub const COMMIT_BATCH_SIZE: &str = "delayd_commit_batch_size";
 /// Histogram, seconds: one storage commit including its fsync.

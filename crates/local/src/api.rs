@@ -171,7 +171,7 @@ impl Broker for LocalBroker {
                     });
                 }
                 let rec = state.lease_record(queue, old, lease_ms, now, tx)?;
-                state.delivery(store, queue.clone(), rec)
+                state.delivery(store, queue.clone(), rec, now)
             })
             .await
     }

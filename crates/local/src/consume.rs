@@ -2,7 +2,8 @@
 //! running out. Each runs under the state lock.
 
 use delayd_core::{
-    metric, BrokerError, BrokerResult, Delivery, LeaseId, MessageId, MessageState, Nack, QueueName,
+    metric, metric::Stage, BrokerError, BrokerResult, Delivery, LeaseId, MessageId, MessageState,
+    Nack, QueueName,
 };
 
 use crate::codec::MessageRecord;
@@ -27,13 +28,16 @@ pub(crate) struct Failure {
 }
 
 impl State {
-    /// The delivery of a just-leased record, payload read from the store.
+    /// The delivery of a record leased at `now`, payload read from the
+    /// store (its lateness recorded, `Stage::Leased`).
     pub fn delivery(
         &self,
         store: &Store,
         queue: QueueName,
         rec: MessageRecord,
+        now: u64,
     ) -> BrokerResult<Delivery> {
+        metric::record_lateness(Stage::Leased, now, rec.deliver_at);
         let payload = self.payload_of(store, rec.seq)?;
         Ok(Delivery {
             key: rec.key.clone(),
@@ -76,7 +80,7 @@ impl State {
                     Ok(leased) => {
                         let deliveries = leased
                             .into_iter()
-                            .map(|(q, rec)| self.delivery(store, q, rec))
+                            .map(|(q, rec)| self.delivery(store, q, rec, now))
                             .collect();
                         served.push((waiter.sender, deliveries, undurable));
                     }

@@ -162,6 +162,7 @@ impl Inner {
                 }
             };
             if state.make_ready(&queue, &id, tx) {
+                metric::record_lateness(metric::Stage::Ready, now, deadline);
                 let lateness = now.saturating_sub(deadline) as f64 / 1000.0;
                 metrics::histogram!(metric::FIRE_LATENESS_SECONDS, "queue" => queue.to_string())
                     .record(lateness);

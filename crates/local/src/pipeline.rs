@@ -47,7 +47,7 @@ impl State {
         let leased = self.lease_ready(queues, max, lease_ms, now, tx)?;
         leased
             .into_iter()
-            .map(|(queue, rec)| self.delivery(store, queue, rec))
+            .map(|(queue, rec)| self.delivery(store, queue, rec, now))
             .collect()
     }
 

@@ -187,6 +187,7 @@ pub(crate) fn record_lateness(queue: &QueueName, now: u64, fired: &[redis::Value
         metrics::histogram!(metric::FIRE_LATENESS_SECONDS, "queue" => queue.to_string());
     for deliver_at in fired {
         if let Ok(at) = int(deliver_at) {
+            metric::record_lateness(metric::Stage::Ready, now, at);
             histogram.record(now.saturating_sub(at) as f64 / 1_000.0);
         }
     }

@@ -87,6 +87,7 @@ fn buckets(builder: PrometheusBuilder) -> PrometheusBuilder {
         for name in [
             HTTP_REQUEST_SECONDS,
             metric::FIRE_LATENESS_SECONDS,
+            metric::DELIVERY_LATENESS_SECONDS,
             metric::COMMIT_SECONDS,
         ] {
             builder =

@@ -4,7 +4,10 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use delayd_core::{BrokerError, LeaseId, LeaseRequest, MessageId, Nack, MAX_BATCH};
+use delayd_core::metric::{self, Stage};
+use delayd_core::{
+    BrokerError, Clock as _, LeaseId, LeaseRequest, MessageId, Nack, SystemClock, MAX_BATCH,
+};
 
 use delayd_api::{
     AckBody, AckResult, AckResults, AcksBody, ExtendBody, Extended, LeaseBody, LeasedList, NackBody,
@@ -32,6 +35,10 @@ pub async fn lease(
 ) -> ApiResult<Json<LeasedList>> {
     let request = lease_request(body, &state.options)?;
     let deliveries = state.broker.lease(&[queue], request).await?;
+    let now = SystemClock.now_ms();
+    for delivery in &deliveries {
+        metric::record_lateness(Stage::Answered, now, delivery.deliver_at);
+    }
     Ok(Json(LeasedList {
         messages: deliveries.into_iter().map(convert::leased).collect(),
     }))
