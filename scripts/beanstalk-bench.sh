@@ -5,7 +5,10 @@
 # pipelined batches of 64, 4 consumer connections each keeping 8 reserves in
 # flight (every RESERVED answered by its delete and a new reserve).
 #
-# Two runs per server: at full rate, and with producers paced to $RATE puts/s.
+# Three runs per server: at full rate; with producers paced to $RATE puts/s;
+# and a drain: every job due at one instant $DUE_IN s after the start (within
+# the second after it: protocol delays are whole seconds), the consumers
+# already waiting, rated by jobs / (last delete - that instant).
 # Servers, in this order: beanstalkd 1.12 in memory, delayd
 # `--durability always`, and with BASELINES=all also beanstalkd with
 # `-b DIR -f0` (fsync per write) and delayd `--durability never`.
@@ -20,6 +23,7 @@
 #
 # Usage: scripts/beanstalk-bench.sh [jobs]
 # Env: JOBS (200000), RATE (20000), BOUND (put phase bound, s; 60),
+#      DUE_IN (the drain's due instant, s after its start; 8),
 #      BASELINES (`all` adds beanstalkd -f0 and delayd never),
 #      DELAYD_BIN (default $CARGO_TARGET_DIR/release/delayd, built when
 #      missing), COMPARE_BIN (the client; default
@@ -33,6 +37,7 @@ cd "$(dirname "$0")/.."
 
 JOBS=${1:-${JOBS:-200000}}
 RATE=${RATE:-20000}
+DUE_IN=${DUE_IN:-8}
 BOUND=${BOUND:-60}
 BASELINES=${BASELINES:-}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
@@ -111,6 +116,7 @@ serve_runs() {
     wait_port "$2"
     run_client "$1" "$2" max
     run_client "$1" "$2" paced --rate "$RATE"
+    run_client "$1" "$2" drain --due-in "$DUE_IN"
     stop_server
 }
 
@@ -156,13 +162,14 @@ function field(line, key,   re) {
     early[label, m] = field(line, "early"); dup[label, m] = field(line, "dup")
     cpu[label, m] = field(line, "cpu_us_per_job")
     cps[label, m] = field(line, "commits_per_s"); cpc[label, m] = field(line, "cpu_us_per_commit")
+    drain[label, m] = field(line, "drain_per_s"); before[label, m] = field(line, "puts_before_due")
     if (!(label in seen)) { seen[label] = 1; names[++n] = label }
 }
 function ratio(a, b) { return (b > 0) ? sprintf("%.2fx", a / b) : "n/a" }
 END {
     printf "\n%-16s %6s %9s %12s %11s %8s %9s %13s %5s %5s %4s\n", "server", "mode", "puts/s", "deliveries/s", "p99 late", "cpu/job", "commits/s", "cpu/commit", "lost", "early", "dup"
-    split("max paced", modes, " ")
-    for (i = 1; i <= 2; i++) for (j = 1; j <= n; j++) {
+    split("max paced drain", modes, " ")
+    for (i = 1; i <= 3; i++) for (j = 1; j <= n; j++) {
         s = names[j]; m = modes[i]
         c = cpc[s, m]; c = (c == "n/a") ? c "   " : c " us"
         printf "%-16s %6s %9s %12s %8s ms %5s us %9s %13s %5s %5s %4s\n", s, m, puts[s, m], dels[s, m], p99[s, m], cpu[s, m], cps[s, m], c, lost[s, m], early[s, m], dup[s, m]
@@ -171,4 +178,7 @@ END {
     printf "\ndelayd-always / beanstalkd in memory: puts %s, deliveries %s (max rate); p99 lateness %s ms vs %s ms (paced)\n",
         ratio(puts["delayd-always", "max"], puts[b, "max"]), ratio(dels["delayd-always", "max"], dels[b, "max"]),
         p99["delayd-always", "paced"], p99[b, "paced"]
+    printf "drain (jobs / (last delete - due instant)):"
+    for (j = 1; j <= n; j++) printf " %s %s/s%s", names[j], drain[names[j], "drain"], (before[names[j], "drain"] == "true") ? "" : " (puts ran past the due instant)"
+    printf "; delayd-always / beanstalkd in memory: %s\n", ratio(drain["delayd-always", "drain"], drain[b, "drain"])
 }' "$RESULTS"

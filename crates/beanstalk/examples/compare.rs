@@ -4,7 +4,7 @@
 //! `cargo run --release -p delayd-beanstalk --example compare -- ADDR
 //! [--jobs 20000] [--producers 4] [--consumers 4] [--pipeline 1]
 //! [--reserves 1] [--rate 0] [--delay-min 1] [--delay-max 3] [--seconds 60]
-//! [--early-tolerance-ms 1] [--label NAME] [--json]`
+//! [--early-tolerance-ms 1] [--due-in S] [--label NAME] [--json]`
 //!
 //! Producers `put` 100-byte jobs with a delay of `delay-min..=delay-max`
 //! whole seconds (`--pipeline K`: K puts written at once per connection,
@@ -28,6 +28,13 @@
 //! before our microsecond reference: `early` counts lateness below
 //! `-early-tolerance-ms` (default 1 ms); `late_min_ms` shows the smallest.
 //! All our times are from one monotonic clock in this process.
+//!
+//! `--due-in S` makes the run a drain: each put's delay is the whole
+//! seconds left until S seconds after the start, rounded up, so every job
+//! falls due within one second from that instant (protocol delays are whole
+//! seconds) while the consumers already wait. The result adds
+//! `drain_per_s` = delivered / (last delete - that instant) and
+//! `puts_before_due` (whether every put was answered before it).
 //!
 //! Bounded: producers stop at `--seconds`; consumers stop when every
 //! inserted job has been delivered, when nothing was delivered for
@@ -63,6 +70,8 @@ struct Args {
     delay_max: u64,
     seconds: u64,
     early_tolerance_us: i64,
+    /// Drain: every job due S seconds after the start (see above).
+    due_in: Option<u64>,
     label: String,
     json: bool,
 }
@@ -80,6 +89,7 @@ fn parse_args() -> Result<Args, BoxError> {
         delay_max: 3,
         seconds: 60,
         early_tolerance_us: 1_000,
+        due_in: None,
         label: String::new(),
         json: false,
     };
@@ -102,13 +112,14 @@ fn parse_args() -> Result<Args, BoxError> {
             "--early-tolerance-ms" => {
                 args.early_tolerance_us = (value(&arg)?.parse::<f64>()? * 1e3) as i64
             }
+            "--due-in" => args.due_in = Some(value(&arg)?.parse()?),
             "--label" => args.label = value(&arg)?,
             "--json" => args.json = true,
             "-h" | "--help" => {
                 println!(
                     "usage: compare ADDR [--jobs N] [--producers N] [--consumers N] \
                      [--pipeline K] [--reserves R] [--rate N] [--delay-min S] [--delay-max S] [--seconds S] \
-                     [--early-tolerance-ms MS] [--label NAME] [--json]"
+                     [--early-tolerance-ms MS] [--due-in S] [--label NAME] [--json]"
                 );
                 std::process::exit(0);
             }
@@ -127,6 +138,10 @@ fn parse_args() -> Result<Args, BoxError> {
     }
     if args.delay_max < args.delay_min {
         return Err("--delay-max is below --delay-min".into());
+    }
+    if let Some(due_in) = args.due_in {
+        // The consumers' stall bound counts from the last put.
+        args.delay_max = args.delay_max.max(due_in + 1);
     }
     if args.label.is_empty() {
         args.label = args.addr.clone();
@@ -253,6 +268,15 @@ async fn main() -> Result<(), BoxError> {
     let deliveries_per_s = rate(gets.delivered, get_secs);
     let late = Percentiles::of(&mut gets.lateness_us);
     let rtt = Percentiles::of(&mut puts.rtt_us);
+    // Drain: from the instant every job was due at the earliest.
+    let (drain_per_s, puts_before_due) = match args.due_in {
+        Some(due_in) => {
+            let due_us = due_in * 1_000_000;
+            let secs = gets.last_delete_us.saturating_sub(due_us) as f64 / 1e6;
+            (rate(gets.delivered, secs), puts.last_ack_us <= due_us)
+        }
+        None => (0.0, true),
+    };
     let errors = errors.join("; ");
     let timed_out = shared.timed_out.load(Ordering::SeqCst);
 
@@ -265,6 +289,7 @@ async fn main() -> Result<(), BoxError> {
              \"delivery_seconds\":{gs:.3},\"puts_per_s\":{pr:.0},\"deliveries_per_s\":{dr:.0},\
              \"lateness_ms\":{{\"p50\":{l50:.2},\"p99\":{l99:.2},\"max\":{lmax:.2},\"min\":{lmin:.2}}},\
              \"put_rtt_ms\":{{\"p50\":{r50:.2},\"p99\":{r99:.2},\"max\":{rmax:.2}}},\
+             \"drain_per_s\":{drain_per_s:.0},\"puts_before_due\":{puts_before_due},\
              \"timed_out\":{timed_out},\"errors\":{errors:?}}}",
             label = args.label,
             addr = args.addr,
@@ -297,7 +322,8 @@ async fn main() -> Result<(), BoxError> {
         println!(
             "label={} pipeline={} reserves={} jobs={} inserted={} delivered={} lost={} dup={} early={} \
              puts_per_s={:.0} deliveries_per_s={:.0} late_p50_ms={:.2} late_p99_ms={:.2} \
-             late_max_ms={:.2} late_min_ms={:.2} put_rtt_p99_ms={:.2} put_s={:.2} delivery_s={:.2} timed_out={}{}",
+             late_max_ms={:.2} late_min_ms={:.2} put_rtt_p99_ms={:.2} put_s={:.2} delivery_s={:.2} \
+             drain_per_s={:.0} puts_before_due={} timed_out={}{}",
             args.label,
             args.pipeline,
             args.reserves,
@@ -316,6 +342,8 @@ async fn main() -> Result<(), BoxError> {
             rtt.p99,
             put_secs,
             get_secs,
+            drain_per_s,
+            puts_before_due,
             timed_out,
             if errors.is_empty() {
                 String::new()
@@ -410,7 +438,12 @@ async fn produce(
         stats.first_send_us.get_or_insert(send_us);
         let mut batch = 0;
         while batch < args.pipeline && seq < args.jobs {
-            let delay = delay_of(&args, seq);
+            let delay = match args.due_in {
+                Some(due_in) => (due_in * 1_000_000)
+                    .saturating_sub(send_us)
+                    .div_ceil(1_000_000),
+                None => delay_of(&args, seq),
+            };
             out.extend_from_slice(format!("put 1024 {delay} {TTR} {BODY_LEN}\r\n").as_bytes());
             out.extend_from_slice(&body(shared.nonce, seq, send_us, delay));
             out.extend_from_slice(b"\r\n");

@@ -36,6 +36,8 @@ pub struct Plan {
     pub keys: Option<u64>,
     pub delay_min_ms: u64,
     pub delay_max_ms: u64,
+    /// `--due-together`: every message's `deliver_at` (ms since the epoch).
+    pub due_together_ms: Option<u64>,
     /// Total messages per second; `None` = as fast as possible.
     pub rate: Option<f64>,
     pub start: Instant,
@@ -52,6 +54,8 @@ pub struct Shared {
     /// Woken after each consumer batch, so the orchestrator can check
     /// whether everything arrived without polling.
     pub delivered: Notify,
+    /// When the last ack answered (ms since the epoch).
+    pub last_acked_ms: AtomicU64,
     next_seq: AtomicU64,
 }
 
@@ -62,6 +66,7 @@ impl Shared {
             tally: Mutex::new(tally),
             progress,
             delivered: Notify::new(),
+            last_acked_ms: AtomicU64::new(0),
             next_seq: AtomicU64::new(0),
         }
     }
@@ -106,8 +111,11 @@ pub async fn produce(shared: Arc<Shared>, client: Client) {
 }
 
 fn new_message(plan: &Plan, seq: u64) -> NewMessage {
-    let delay = rand::random_range(plan.delay_min_ms..=plan.delay_max_ms);
-    let message = NewMessage::new(payload(seq, plan.payload_size)).delay_ms(delay);
+    let message = NewMessage::new(payload(seq, plan.payload_size));
+    let message = match plan.due_together_ms {
+        Some(at) => message.deliver_at(at),
+        None => message.delay_ms(rand::random_range(plan.delay_min_ms..=plan.delay_max_ms)),
+    };
     match plan.keys {
         Some(keys) => message.key(format!("k{}", seq % keys)),
         None => message,
@@ -187,6 +195,7 @@ async fn handle_batch(shared: &Arc<Shared>, client: &Client, messages: Vec<Lease
         shared.progress.set_position(tally.delivered_unique);
     }
     let acks = ack_all(shared, client, messages).await;
+    shared.last_acked_ms.fetch_max(now_ms(), Ordering::SeqCst);
     shared.tally().ack_errors += acks;
     shared.delivered.notify_one();
 }

@@ -15,12 +15,18 @@
 //! With `--connections N` the tasks are spread round-robin over N separate
 //! clients (with `--http2`: N connections, each carrying many streams).
 //!
+//! It reads the server's lateness by stage the same way (`stages`), so the
+//! report says where late messages lost their time: becoming ready, being
+//! leased, or being answered.
+//!
 //! Submodules: `load` (the producer and consumer tasks), `tally` (the
-//! accounting), `commits` (the commit counter), `report` (the output).
+//! accounting), `commits` (the commit counter), `stages` (the server's
+//! lateness histogram), `report` (the output).
 
 mod commits;
 mod load;
 mod report;
+mod stages;
 mod tally;
 
 use std::io::IsTerminal;
@@ -76,6 +82,12 @@ pub struct BenchArgs {
     delay_min: Duration,
     #[arg(long, value_parser = parse_duration, default_value = "3s")]
     delay_max: Duration,
+    /// A drain: every message is due at one instant, this long after the
+    /// run starts (instead of `--delay-min`..`--delay-max` after its own
+    /// enqueue), with the consumers already waiting. The report adds the
+    /// drain rate: messages / (last ack - that instant).
+    #[arg(long, value_parser = parse_duration)]
+    due_together: Option<Duration>,
     /// Give message number `n` the flow key `k{n % KEYS}`, so the messages
     /// spread evenly over KEYS keys (see the queue's `flow`).
     #[arg(long)]
@@ -147,6 +159,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         .with_context(|| format!("creating queue {queue}"))?;
 
     let commits_before = commits::read(&client).await;
+    let stages_before = stages::read(&client).await;
     let start = Instant::now();
     let start_ms = now_ms();
     let plan = Plan {
@@ -159,6 +172,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         keys: args.keys,
         delay_min_ms: millis(args.delay_min),
         delay_max_ms: millis(args.delay_max),
+        due_together_ms: args.due_together.map(|d| start_ms + millis(d)),
         rate: (args.rate > 0).then_some(args.rate as f64),
         start,
         produce_end: start + args.duration,
@@ -188,6 +202,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     while consumers.join_next().await.is_some() {}
     shared.progress.finish_and_clear();
     let commits = commits::between(commits_before, commits::read(&client).await);
+    let stages = stages::between(stages_before, stages::read(&client).await);
 
     let mut report = build_report(
         &args,
@@ -200,6 +215,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     );
     report.commits = commits.map(|(count, _)| count);
     report.commits_per_s = commits.map(|(_, rate)| rate);
+    report.server_lateness = stages;
     report.still_queued = client
         .get_queue(&queue)
         .await
@@ -283,8 +299,6 @@ fn build_report(
     enqueue_seconds: f64,
     timed_out: bool,
 ) -> Report {
-    let tally = shared.tally();
-    let delivery_seconds = tally.last_received_ms.saturating_sub(start_ms) as f64 / 1000.0;
     let rate = |count: u64, seconds: f64| {
         if seconds > 0.0 {
             count as f64 / seconds
@@ -292,6 +306,17 @@ fn build_report(
             0.0
         }
     };
+    let tally = shared.tally();
+    let drain_per_second = shared.plan.due_together_ms.map(|due| {
+        let last_ack = shared
+            .last_acked_ms
+            .load(std::sync::atomic::Ordering::SeqCst);
+        rate(
+            tally.delivered_unique,
+            last_ack.saturating_sub(due) as f64 / 1000.0,
+        )
+    });
+    let delivery_seconds = tally.last_received_ms.saturating_sub(start_ms) as f64 / 1000.0;
     Report {
         queue,
         producers: args.producers,
@@ -320,6 +345,8 @@ fn build_report(
         commits: None,
         commits_per_s: None,
         lateness_ms: tally.lateness(),
+        drain_per_second,
+        server_lateness: Vec::new(),
     }
 }
 

@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use crate::bench::stages::StageLateness;
+
 /// Lateness = receive time - `deliver_at`, in milliseconds, over all
 /// deliveries that were not early.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -62,6 +64,13 @@ pub struct Report {
     /// `commits` per second over the time between the two reads.
     pub commits_per_s: Option<f64>,
     pub lateness_ms: Lateness,
+    /// With `--due-together`: delivered / (last ack - the common due
+    /// instant), in messages per second; `null` otherwise.
+    pub drain_per_second: Option<f64>,
+    /// The server's lateness by stage over the run (its
+    /// `delayd_delivery_lateness_seconds` histogram); empty when
+    /// `/metrics` was unreadable or has no such histogram.
+    pub server_lateness: Vec<StageLateness>,
 }
 
 impl Report {
@@ -102,8 +111,14 @@ impl Report {
                 ),
             ),
             ("server commits", self.commits_text()),
+            (
+                "drain rate (after the due instant)",
+                self.drain_per_second
+                    .map_or("-".into(), |r| format!("{r:.0} msg/s")),
+            ),
             ("lateness p50 / p99", format!("{} / {} ms", l.p50, l.p99)),
             ("lateness p999 / max", format!("{} / {} ms", l.p999, l.max)),
+            ("server lateness by stage", self.stages_text()),
             ("early", self.early.to_string()),
             ("lost", self.lost.to_string()),
             (
@@ -135,6 +150,25 @@ impl Report {
             Some(n) => format!("{version}, {n} clients"),
             None => format!("{version}, one client"),
         }
+    }
+
+    fn stages_text(&self) -> String {
+        if self.server_lateness.is_empty() {
+            return "n/a".into();
+        }
+        let bound = |ms: Option<f64>| ms.map_or("beyond 60 s".into(), |ms| format!("<= {ms} ms"));
+        self.server_lateness
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}: p50 {}, p99 {}",
+                    s.stage,
+                    bound(s.p50_ms_at_most),
+                    bound(s.p99_ms_at_most)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 
     fn commits_text(&self) -> String {

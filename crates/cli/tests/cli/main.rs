@@ -16,6 +16,7 @@
 mod common;
 
 mod architecture_paths;
+mod bench_drain;
 mod cli;
 mod cli_admin;
 mod cli_check;
