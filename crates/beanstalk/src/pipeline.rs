@@ -1,10 +1,18 @@
 //! A connection's pipelined commands as one broker call: the commands a
 //! client wrote back to back (puts, reserves, and `delete`, `release`,
 //! `bury`, `touch` of jobs it holds) become one
-//! [`Broker::pipeline`](delayd_core::Broker::pipeline), so a worker keeping
-//! several reserves and deletes in flight pays one durable commit per
-//! burst, not one per command. The replies are exactly those of running
-//! the commands one by one, in order.
+//! [`Broker::pipeline_applied`](delayd_core::Broker::pipeline_applied), so a
+//! worker keeping several reserves and deletes in flight pays one durable
+//! commit per burst, not one per command. The replies are exactly those of
+//! running the commands one by one, in order.
+//!
+//! A segment's replies are rendered at once but held back until its commit
+//! is durable (the connection keeps them behind a gate, see `server`):
+//! meanwhile the connection reads and runs the commands that follow, so a
+//! `delete` no longer stalls the reserves behind it for its fsync. What a
+//! client sees is unchanged: no reply before what it answers is durable,
+//! and all in order. A commit that fails closes the connection without
+//! sending the replies it held back.
 //!
 //! A command joins the open segment only when its outcome cannot depend on
 //! how the ones before it turn out, apart from what the broker applies in
@@ -19,6 +27,7 @@ use std::sync::atomic::Ordering;
 
 use delayd_core::{
     BrokerError, Delivery, EnqueueOptions, Nack, PipelinedCall, PipelinedResult, QueueName,
+    Settling,
 };
 
 use crate::proto::Command;
@@ -222,16 +231,18 @@ impl Session {
         Ok(())
     }
 
-    /// Runs the segment's calls and writes their replies. Returns reserves
-    /// that found too few jobs and must wait (on their own); the calls after
-    /// them stay in the segment, not run yet.
+    /// Runs the segment's calls and writes their replies, which must not
+    /// reach the client before the returned [`Settling`] (their commit)
+    /// resolves, nor at all if it fails. Also returns reserves that found
+    /// too few jobs and must wait (on their own); the calls after them stay
+    /// in the segment, not run yet.
     pub(crate) async fn run_segment(
         &mut self,
         segment: &mut Segment,
         out: &mut Vec<u8>,
-    ) -> Option<Waiting> {
+    ) -> (Option<Waiting>, Option<Settling>) {
         let broker = std::sync::Arc::clone(&self.shared.broker);
-        let results = broker.pipeline(&mut segment.calls).await;
+        let (results, settling) = broker.pipeline_applied(&mut segment.calls).await;
         let mut waiting = None;
         for result in results {
             let Some(step) = segment.steps.pop_front() else {
@@ -243,7 +254,7 @@ impl Session {
         debug_assert_eq!(segment.calls.len(), segment.steps.len());
         segment.named.clear();
         segment.commands = segment.steps.len();
-        waiting
+        (waiting, settling)
     }
 
     fn reply_step(

@@ -2,6 +2,7 @@
 //! drain mode, shutdown, and each connection's read-decode-execute-write
 //! loop.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -11,7 +12,7 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 use delayd_core::accept::AcceptBackoff;
-use delayd_core::{Broker, Clock, QueueName, SystemClock};
+use delayd_core::{Broker, Clock, QueueName, Settling, SystemClock};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
@@ -223,6 +224,10 @@ struct Connection {
     writer: tokio::net::tcp::OwnedWriteHalf,
     input: BytesMut,
     output: Vec<u8>,
+    /// Replies held back until their commit is durable, as (where in
+    /// `output` they start, the commit): the bytes from a gate's start on
+    /// wait for it and for every gate before it.
+    gates: VecDeque<(usize, Settling)>,
     decoder: Decoder,
     session: Session,
     stop: watch::Receiver<bool>,
@@ -236,6 +241,7 @@ impl Connection {
             writer,
             input: BytesMut::with_capacity(4096),
             output: Vec::with_capacity(4096),
+            gates: VecDeque::new(),
             decoder: Decoder::new(shared.config.max_job_size),
             session: Session::new(shared),
             stop,
@@ -291,13 +297,31 @@ impl Connection {
                     self.flush().await?;
                 }
             }
-            self.flush().await?;
-            let read = tokio::select! {
-                read = self.reader.read_buf(&mut self.input) => read?,
-                _ = self.stop.wait_for(|stop| *stop) => return Ok(()),
+            // What no commit holds back goes out now; the rest when its
+            // commit is durable, while the next commands are read and run.
+            self.write_ready().await?;
+            let Self {
+                reader,
+                input,
+                stop,
+                gates,
+                ..
+            } = self;
+            let woke = tokio::select! {
+                read = reader.read_buf(input) => Woke::Read(read?),
+                settled = next_gate(gates) => {
+                    settled?;
+                    Woke::Gate
+                }
+                _ = stop.wait_for(|stop| *stop) => Woke::Stop,
             };
-            if read == 0 {
-                return Ok(());
+            match woke {
+                Woke::Read(0) => return self.flush().await,
+                // Shutting down: what is not yet durable is not answered
+                // (the client sees the connection close, as on any
+                // disconnect); waiting for it could hold the shutdown.
+                Woke::Stop => return self.write_ready().await,
+                Woke::Read(_) | Woke::Gate => {}
             }
         }
     }
@@ -307,7 +331,11 @@ impl Connection {
     /// connection must close (the server is stopping during a reserve).
     async fn run_segment(&mut self, segment: &mut Segment) -> io::Result<bool> {
         while !segment.is_empty() {
-            let waiting = self.session.run_segment(segment, &mut self.output).await;
+            let start = self.output.len();
+            let (waiting, settling) = self.session.run_segment(segment, &mut self.output).await;
+            if let Some(settling) = settling {
+                self.gates.push_back((start, settling));
+            }
             if let Some(Waiting { timeout, count }) = waiting {
                 if !self.reserve(timeout, count).await? {
                     return Ok(false);
@@ -355,13 +383,51 @@ impl Connection {
         }
     }
 
+    /// Writes every reply, each once its commit is durable.
     async fn flush(&mut self) -> io::Result<()> {
-        if !self.output.is_empty() {
-            self.writer.write_all(&self.output).await?;
-            self.output.clear();
+        while !self.gates.is_empty() {
+            next_gate(&mut self.gates).await?;
+        }
+        self.write_ready().await
+    }
+
+    /// Writes the replies no commit holds back (those before the first
+    /// gate).
+    async fn write_ready(&mut self) -> io::Result<()> {
+        let ready = self
+            .gates
+            .front()
+            .map_or(self.output.len(), |(start, _)| *start);
+        if ready > 0 {
+            self.writer.write_all(&self.output[..ready]).await?;
+            self.output.drain(..ready);
+            for (start, _) in &mut self.gates {
+                *start -= ready;
+            }
         }
         Ok(())
     }
+}
+
+/// What ended a connection's wait for input.
+enum Woke {
+    Read(usize),
+    /// A gate opened: its replies can go out.
+    Gate,
+    Stop,
+}
+
+/// Waits for the first gate's commit and opens it; never resolves when no
+/// gate is closed. A failed commit is an error: the connection closes
+/// without sending what the gate held back (nothing unacknowledged is ever
+/// answered as done). Cancel-safe: the commit stays in its gate.
+async fn next_gate(gates: &mut VecDeque<(usize, Settling)>) -> io::Result<()> {
+    let Some((_, settling)) = gates.front_mut() else {
+        return std::future::pending().await;
+    };
+    let settled = settling.await;
+    gates.pop_front();
+    settled.map_err(|error| io::Error::other(format!("commit failed: {error}")))
 }
 
 /// Completes when the client half-closes (or the server stops) while a

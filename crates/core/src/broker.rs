@@ -17,6 +17,11 @@ use crate::model::{LeaseId, MessageId, QueueConfigPatch, QueueInfo, QueueName};
 use crate::pipeline::{PipelinedCall, PipelinedResult};
 use crate::recurring::{ScheduleDefinition, ScheduleId, ScheduleRecord};
 
+/// What applied calls wait for before their answers may be seen (see
+/// [`Broker::pipeline_applied`]).
+pub type Settling =
+    std::pin::Pin<Box<dyn std::future::Future<Output = BrokerResult<()>> + Send + 'static>>;
+
 /// Most items one batch call takes: enqueue batches, lease `max`, and
 /// [`Broker::ack_many`] (api.md: "up to 1000").
 pub const MAX_BATCH: usize = 1000;
@@ -207,6 +212,22 @@ pub trait Broker: Send + Sync + 'static {
             }
         }
         results
+    }
+
+    /// [`pipeline`](Self::pipeline), answered as soon as the calls are
+    /// applied: their results, and what those results wait for before a
+    /// client may see any of them (the commit that makes them as durable as
+    /// `pipeline`'s would be on return); `None` when nothing is left to wait
+    /// for. A frontend that pipelines (the beanstalkd listener) executes the
+    /// commands that follow meanwhile and writes the answers, in order, once
+    /// the wait resolves; when it fails, none of these answers may be sent.
+    ///
+    /// The default runs `pipeline`, durable on return.
+    async fn pipeline_applied(
+        &self,
+        calls: &mut VecDeque<PipelinedCall>,
+    ) -> (Vec<PipelinedResult>, Option<Settling>) {
+        (self.pipeline(calls).await, None)
     }
 
     // ----- flow control -----

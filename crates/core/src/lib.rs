@@ -81,8 +81,8 @@ pub mod recurring;
 pub mod testkit;
 
 pub use broker::{
-    check_ack_batch, check_deliver_at, Broker, DueHistogram, Upsert, HISTOGRAM_SCAN_LIMIT,
-    MAX_BATCH, MAX_DELIVER_AT,
+    check_ack_batch, check_deliver_at, Broker, DueHistogram, Settling, Upsert,
+    HISTOGRAM_SCAN_LIMIT, MAX_BATCH, MAX_DELIVER_AT,
 };
 pub use clock::{Clock, ManualClock, SkewedClock, SystemClock};
 pub use error::{BrokerError, BrokerResult};

@@ -6,7 +6,7 @@ use delayd_core::{
     check_ack_batch, Broker, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome,
     EnqueueRequest, LeaseId, LeaseRequest, ListQuery, Message, MessageId, MessageState, Nack,
     PipelinedCall, PipelinedResult, QueueConfigPatch, QueueInfo, QueueName, Redrive, Reschedule,
-    ScheduleDefinition, ScheduleId, ScheduleRecord, Upsert,
+    ScheduleDefinition, ScheduleId, ScheduleRecord, Settling, Upsert,
 };
 
 use crate::broker::LocalBroker;
@@ -203,6 +203,13 @@ impl Broker for LocalBroker {
         calls: &mut std::collections::VecDeque<PipelinedCall>,
     ) -> Vec<PipelinedResult> {
         self.inner.pipeline(calls).await
+    }
+
+    async fn pipeline_applied(
+        &self,
+        calls: &mut std::collections::VecDeque<PipelinedCall>,
+    ) -> (Vec<PipelinedResult>, Option<Settling>) {
+        self.inner.pipeline_applied(calls)
     }
 
     async fn nack(

@@ -2,9 +2,11 @@
 //! lock hold, each joining the open commit group, with one durability
 //! wait for all of them.
 
+use std::sync::Arc;
+
 use delayd_core::{
     check_lease_ms, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome,
-    EnqueueRequest, LeaseRequest, PipelinedCall, PipelinedResult, QueueConfig, QueueName,
+    EnqueueRequest, LeaseRequest, PipelinedCall, PipelinedResult, QueueConfig, QueueName, Settling,
 };
 
 use crate::broker::Inner;
@@ -134,11 +136,54 @@ fn all_failed(results: &mut [PipelinedResult], error: &BrokerError) {
     }
 }
 
+/// What a pipeline's applied calls wait for: the commit of their group
+/// (a ticket, with the open group's size for backpressure), or the error
+/// that refused them.
+type Commit = Result<(u64, usize), BrokerError>;
+
 impl Inner {
     pub async fn pipeline(
         &self,
         calls: &mut std::collections::VecDeque<PipelinedCall>,
     ) -> Vec<PipelinedResult> {
+        let (mut results, commit) = self.apply_pipeline(calls);
+        let failed = match commit {
+            Ok((ticket, backlog)) => self.wait_for(ticket, backlog).await.err(),
+            Err(error) => Some(error),
+        };
+        if let Some(error) = failed {
+            all_failed(&mut results, &error);
+        }
+        results
+    }
+
+    /// `Broker::pipeline_applied`: the calls applied, and the wait for
+    /// their commit (nothing to wait for when none of them needs it).
+    pub fn pipeline_applied(
+        self: &Arc<Self>,
+        calls: &mut std::collections::VecDeque<PipelinedCall>,
+    ) -> (Vec<PipelinedResult>, Option<Settling>) {
+        let (mut results, commit) = self.apply_pipeline(calls);
+        match commit {
+            Ok((ticket, backlog)) => {
+                let inner = Arc::clone(self);
+                let settling: Settling =
+                    Box::pin(async move { inner.wait_for(ticket, backlog).await });
+                (results, Some(settling))
+            }
+            Err(error) => {
+                all_failed(&mut results, &error);
+                (results, None)
+            }
+        }
+    }
+
+    /// Applies `calls` under one state lock hold: their results, and the
+    /// commit the caller must wait for before it answers.
+    fn apply_pipeline(
+        &self,
+        calls: &mut std::collections::VecDeque<PipelinedCall>,
+    ) -> (Vec<PipelinedResult>, Commit) {
         let mut results = Vec::with_capacity(calls.len());
         let mut refused = self.check_writable().err();
         // Sampled once, outside the state lock (a stale sample is a statvfs).
@@ -185,14 +230,10 @@ impl Inner {
             }
             state.pending.len()
         };
-        let failed = match refused {
-            Some(error) => Some(error),
-            None => self.wait_for(ticket, backlog).await.err(),
-        };
-        if let Some(error) = failed {
-            all_failed(&mut results, &error);
+        match refused {
+            Some(error) => (results, Err(error)),
+            None => (results, Ok((ticket, backlog))),
         }
-        results
     }
 }
 

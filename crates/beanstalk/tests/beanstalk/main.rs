@@ -7,6 +7,7 @@
 
 mod common;
 mod errors;
+mod failed_commit;
 mod flow_rate;
 mod interop_greenstalk;
 mod local;
