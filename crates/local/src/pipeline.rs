@@ -9,7 +9,7 @@ use delayd_core::{
     EnqueueRequest, LeaseRequest, PipelinedCall, PipelinedResult, QueueConfig, QueueName, Settling,
 };
 
-use crate::broker::Inner;
+use crate::broker::{Inner, MAX_PENDING_OPS};
 use crate::state::{State, Tx};
 use crate::store::Store;
 
@@ -165,6 +165,9 @@ impl Inner {
     ) -> (Vec<PipelinedResult>, Option<Settling>) {
         let (mut results, commit) = self.apply_pipeline(calls);
         match commit {
+            // No call needs a commit and no backpressure applies: what
+            // `wait_for` would answer at once.
+            Ok((0, backlog)) if backlog <= MAX_PENDING_OPS => (results, None),
             Ok((ticket, backlog)) => {
                 let inner = Arc::clone(self);
                 let settling: Settling =

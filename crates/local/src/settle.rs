@@ -6,8 +6,8 @@
 //! by taking the waiters of every group up to it out of the table under a
 //! short lock and waking them after it: callers of the groups still open
 //! are not woken, and nobody re-polls to find it was not their turn (a
-//! `watch` woke every subscriber at every group, so about half the wakes,
-//! the open group's, were for nothing).
+//! `watch` woke every subscriber at every group, the open group's callers
+//! included, each to find it was not their turn).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -85,6 +85,12 @@ impl Settled {
 
     pub fn durable(&self) -> Durable {
         self.lock().durable.clone()
+    }
+
+    /// Why writes are refused, if they are (read per call in the
+    /// `Interval` and `Never` modes: clones only the reason).
+    pub fn failed(&self) -> Option<String> {
+        self.lock().durable.failed.clone()
     }
 
     /// Changes what is known and wakes every call whose group it settles,

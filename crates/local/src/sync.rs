@@ -147,7 +147,7 @@ impl Syncer {
 
     /// Why the store takes no more writes, if it does not.
     pub fn failure(&self) -> Option<String> {
-        self.shared.durable.durable().failed
+        self.shared.durable.failed()
     }
 
     /// Reports a failed engine write seen outside the sync thread: writes
@@ -249,7 +249,7 @@ fn run_groups(
         let state = wait_for_group(shared, durability);
         let stop = shared.stop.load(Ordering::SeqCst);
         if shared.heal_requested.load(Ordering::SeqCst) {
-            return Err(shared.durable.durable().failed.unwrap_or_default());
+            return Err(shared.durable.failed().unwrap_or_default());
         }
         if !state.sync_needed {
             if stop {
