@@ -66,6 +66,13 @@ const MAX_STEPS_PER_PLAN: usize = 20_000;
 /// as the creating request's time (see [`ScheduleRecord::create`]).
 pub const CREATION_SLACK_MS: u64 = 1000;
 
+/// How long before its fire time a fire's message is written, when the
+/// schedule allows it (see [`ScheduleRecord::ahead`] and docs/schedules.md,
+/// "Fires written ahead"). Shorter than a minute, so that a minutely
+/// schedule writes its next fire half a period after a fire, away from
+/// the fire instants.
+pub const WRITE_AHEAD_MS: u64 = 30_000;
+
 /// Smallest `every_ms`.
 pub const MIN_EVERY_MS: u64 = 1000;
 
@@ -346,6 +353,15 @@ pub struct ScheduleRecord {
     /// Time of the last change of definition (or resume): fire times before
     /// it are never enqueued.
     pub since: u64,
+    /// The cursor's fire time when its message is already written (ahead
+    /// of time, [`WRITE_AHEAD_MS`]). Until that time comes the record
+    /// shows the fire as not yet handled; from then on [`Self::settled`]
+    /// counts it as fired. Never set with `overlap: skip` (judged at the
+    /// fire time); a change (replace, pause, delete) before that time
+    /// clears it, and the backend cancels the message
+    /// ([`Self::written_ahead`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ahead: Option<u64>,
 }
 
 /// What one firing step does; see [`ScheduleRecord::plan`].
@@ -395,6 +411,7 @@ impl ScheduleRecord {
             last_fire_at: None,
             next_fire_at: None,
             since,
+            ahead: None,
         };
         record.next_fire_at = record.cursor_from(&times, since);
         Ok(record)
@@ -415,6 +432,7 @@ impl ScheduleRecord {
         record.definition = definition;
         record.revision += 1;
         record.since = now;
+        record.ahead = None;
         record.next_fire_at = record.cursor_from(&times, now);
         Ok(Some(record))
     }
@@ -429,6 +447,7 @@ impl ScheduleRecord {
         record.revision += 1;
         record.since = now;
         record.next_fire_at = None;
+        record.ahead = None;
         Some(record)
     }
 
@@ -485,6 +504,72 @@ impl ScheduleRecord {
     /// Whether the cursor is due at `now`.
     pub fn is_due(&self, now: u64) -> bool {
         self.next_fire_at.is_some_and(|t| t <= now)
+    }
+
+    /// The record as it stands at `now`: a fire written ahead whose time
+    /// has come counts as fired (`fires`, `last_fire_at`, the cursor moved
+    /// on), exactly as if its message had been written at its fire time.
+    /// Every read of a record, and every change, starts from this.
+    pub fn settled(&self, now: u64) -> Self {
+        match self.ahead {
+            Some(t) if t <= now => {
+                let plan = self.plan(t, false);
+                debug_assert_eq!(plan.fires, [t], "settling {self:?}");
+                let mut record = self.apply(&plan);
+                record.ahead = None;
+                record
+            }
+            _ => self.clone(),
+        }
+    }
+
+    /// The message written ahead for a fire time after `now`, which a
+    /// change (replace, pause, delete) at `now` cancels. Call it on the
+    /// [settled](Self::settled) record.
+    pub fn written_ahead(&self, now: u64) -> Option<MessageId> {
+        self.ahead
+            .filter(|&t| t > now)
+            .map(|t| self.id.fire_message_id(t))
+    }
+
+    /// Whether the message of the cursor's fire time `t` may be written
+    /// ahead: `overlap: allow` (`skip` is judged at the fire time) and the
+    /// plan at `t` fires exactly `t`.
+    fn writable_ahead(&self, t: u64) -> bool {
+        self.definition.overlap == Overlap::Allow
+            && self.ahead.is_none()
+            && self.next_fire_at == Some(t)
+            && self.plan(t, false).fires == [t]
+    }
+
+    /// The fire time whose message a firing step at `now` writes ahead:
+    /// the cursor, when it is within [`WRITE_AHEAD_MS`] after `now` and
+    /// [writable ahead](Self::writable_ahead).
+    pub fn ahead_due(&self, now: u64) -> Option<u64> {
+        self.next_fire_at
+            .filter(|&t| t > now && t - now <= WRITE_AHEAD_MS && self.writable_ahead(t))
+    }
+
+    /// When the backend runs the next firing step
+    /// ([`crate::firing::fire_step`]): [`WRITE_AHEAD_MS`] before the cursor
+    /// when its message can be written ahead; with it written, not before
+    /// its fire time and then when the next one can be written ahead; else
+    /// at the cursor. `None`: nothing left to do (paused, finished).
+    pub fn wake_at(&self) -> Option<u64> {
+        let t = self.next_fire_at?;
+        if self.ahead == Some(t) {
+            let next = self.settled(t).next_fire_at;
+            return Some(next.map_or(t, |n| n.saturating_sub(WRITE_AHEAD_MS).max(t)));
+        }
+        if self.writable_ahead(t) {
+            return Some(t.saturating_sub(WRITE_AHEAD_MS));
+        }
+        Some(t)
+    }
+
+    /// Whether a firing step at `now` has work: the wake time has come.
+    pub fn needs_step(&self, now: u64) -> bool {
+        self.wake_at().is_some_and(|t| t <= now)
     }
 
     /// What firing at `now` does. `previous_live` says whether the message

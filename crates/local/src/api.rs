@@ -277,17 +277,19 @@ impl Broker for LocalBroker {
         id: &ScheduleId,
     ) -> BrokerResult<ScheduleRecord> {
         self.inner
-            .read(|state, store, _| state.existing_schedule(store, queue, id))
+            .read(|state, store, now| Ok(state.existing_schedule(store, queue, id)?.settled(now)))
     }
 
     async fn list_schedules(&self, queue: &QueueName) -> BrokerResult<Vec<ScheduleRecord>> {
-        self.inner
-            .read_scan(|state, store, _| state.list_schedules(store, queue))
+        self.inner.read_scan(|state, store, now| {
+            let stored = state.list_schedules(store, queue)?;
+            Ok(stored.iter().map(|record| record.settled(now)).collect())
+        })
     }
 
     async fn delete_schedule(&self, queue: &QueueName, id: &ScheduleId) -> BrokerResult<()> {
         self.inner
-            .write(|state, store, _, tx| state.delete_schedule(store, queue, id, tx))
+            .write(|state, store, now, tx| state.delete_schedule(store, queue, id, now, tx))
             .await
     }
 

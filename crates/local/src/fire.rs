@@ -7,8 +7,9 @@
 //! advanced record in one `Tx`,
 //! which joins the open commit group whole: the group is written as one
 //! engine batch, so after a crash both are on disk or neither is
-//! (docs/storage.md, "Schedules"). Steps repeat while the cursor stays due
-//! (a plan is bounded), then the timer is armed at the new cursor.
+//! (docs/storage.md, "Schedules"). Steps repeat while the record needs one
+//! (a plan is bounded), then the timer is armed at the record's next wake
+//! time (`ScheduleRecord::wake_at`): its cursor, or a fire written ahead.
 //!
 //! A fire adds data: while the store refuses writes (disk reserve, a
 //! failed write) or a read fails, nothing changes and the timer is armed
@@ -74,7 +75,7 @@ impl Inner {
             return Ok(());
         }
         for _ in 0..STEPS_PER_ROUND {
-            if !record.is_due(now) {
+            if !record.needs_step(now) {
                 break;
             }
             match self.fire_step(state, &record, now, tx) {
@@ -178,10 +179,7 @@ fn armed_for(armed: ArmedSchedule, record: &ScheduleRecord) -> bool {
 }
 
 fn head(record: &ScheduleRecord) -> ScheduleHead {
-    ScheduleHead {
-        revision: record.revision,
-        next_fire_at: record.next_fire_at,
-    }
+    ScheduleHead::of(record)
 }
 
 fn record_metrics(queue: &QueueName, plan: &delayd_core::FirePlan, created: usize, now: u64) {

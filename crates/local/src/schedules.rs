@@ -11,8 +11,8 @@
 //! few hundred bytes each, however large their message templates are.
 
 use delayd_core::{
-    BrokerError, BrokerResult, EnqueueOptions, EnqueueOutcome, QueueConfig, QueueName,
-    ScheduleDefinition, ScheduleId, ScheduleRecord, Upsert,
+    BrokerError, BrokerResult, EnqueueOptions, EnqueueOutcome, MessageState, QueueConfig,
+    QueueName, ScheduleDefinition, ScheduleId, ScheduleRecord, Upsert,
 };
 
 use crate::error::StoreError;
@@ -78,15 +78,32 @@ impl State {
         let key = schedule_codec::schedule_key(&record.queue, &record.id);
         let value = schedule_codec::encode_schedule(record).map_err(store_err)?;
         tx.ws.put(Space::Schedules, key, value);
-        let head = ScheduleHead {
-            revision: record.revision,
-            next_fire_at: record.next_fire_at,
-        };
-        self.arm_schedule(&record.queue, &record.id, head, now, tx);
+        self.arm_schedule(&record.queue, &record.id, ScheduleHead::of(record), now, tx);
         Ok(())
     }
 
-    /// Puts the schedule's timer at its cursor, reusing its timer key;
+    /// Deletes the message `current` (settled at `now`) wrote ahead for a
+    /// later fire time, which a change at `now` cancels, unless a worker
+    /// holds it (a client moved it forward and leased it).
+    fn cancel_written_ahead(
+        &mut self,
+        store: &Store,
+        current: &ScheduleRecord,
+        now: u64,
+        tx: &mut Tx,
+    ) -> BrokerResult<()> {
+        let Some(id) = current.written_ahead(now) else {
+            return Ok(());
+        };
+        match self.lookup(store, &current.queue, &id)? {
+            Some(m) if m.state != MessageState::Leased => {
+                self.cancel(store, &current.queue, &id, tx)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Puts the schedule's timer at its wake time, reusing its timer key;
     /// without a cursor, drops it from memory.
     pub fn arm_schedule(
         &mut self,
@@ -96,7 +113,7 @@ impl State {
         now: u64,
         tx: &mut Tx,
     ) {
-        let Some(cursor) = head.next_fire_at else {
+        let (Some(cursor), Some(wake)) = (head.next_fire_at, head.wake_at) else {
             self.disarm_schedule(queue, id);
             return;
         };
@@ -111,7 +128,7 @@ impl State {
             cursor,
         };
         q.schedules.insert(id.clone(), entry);
-        self.timer_at(queue, id, timer, cursor, now, tx);
+        self.timer_at(queue, id, timer, wake, now, tx);
     }
 
     /// (Re-)arms the timer `timer` of a schedule at wall time `at`.
@@ -172,18 +189,26 @@ impl State {
             return Err(BrokerError::QueueNotFound(queue.clone()));
         }
         let current = self.stored_schedule(store, queue, id).map_err(store_err)?;
+        let current = current.map(|record| record.settled(now));
+        let replaced = match &current {
+            Some(current) => match current.replace(definition.clone(), now)? {
+                None => return Ok((Upsert::Updated, current.clone())),
+                Some(record) => Some(record),
+            },
+            None => None,
+        };
         if !self.queues.contains_key(queue) {
             self.create_queue(queue, QueueConfig::default(), tx);
         }
-        let (upsert, record) = match current {
-            None => {
+        let (upsert, record) = match (current, replaced) {
+            (Some(current), Some(record)) => {
+                self.cancel_written_ahead(store, &current, now, tx)?;
+                (Upsert::Updated, record)
+            }
+            _ => {
                 let record = ScheduleRecord::create(queue.clone(), id.clone(), definition, now)?;
                 (Upsert::Created, record)
             }
-            Some(current) => match current.replace(definition, now)? {
-                None => return Ok((Upsert::Updated, current)),
-                Some(record) => (Upsert::Updated, record),
-            },
         };
         self.write_schedule(&record, now, tx)?;
         Ok((upsert, record))
@@ -194,9 +219,11 @@ impl State {
         store: &Store,
         queue: &QueueName,
         id: &ScheduleId,
+        now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<()> {
-        self.existing_schedule(store, queue, id)?;
+        let current = self.existing_schedule(store, queue, id)?.settled(now);
+        self.cancel_written_ahead(store, &current, now, tx)?;
         tx.ws
             .delete(Space::Schedules, schedule_codec::schedule_key(queue, id));
         self.disarm_schedule(queue, id);
@@ -212,7 +239,7 @@ impl State {
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<ScheduleRecord> {
-        let current = self.existing_schedule(store, queue, id)?;
+        let current = self.existing_schedule(store, queue, id)?.settled(now);
         let changed = match paused {
             true => current.pause(now),
             false => current.resume(now),
@@ -220,6 +247,7 @@ impl State {
         let Some(record) = changed else {
             return Ok(current);
         };
+        self.cancel_written_ahead(store, &current, now, tx)?;
         self.write_schedule(&record, now, tx)?;
         Ok(record)
     }
@@ -287,7 +315,7 @@ impl State {
                     "schedule {id} of queue {queue}, which does not exist"
                 )));
             }
-            if head.next_fire_at.is_some() {
+            if head.wake_at.is_some() {
                 self.arm_schedule(&queue, &id, head, now, &mut tx);
                 armed += 1;
             }

@@ -1,12 +1,25 @@
 -- Compare-and-set of one schedule record. ARGV 4: schedule id, 5: the
 -- record JSON the caller read ('' = none), 6: the new record JSON ('' =
--- delete), 7: its cursor (next_fire_at, '' = none). Returns {'OK'},
--- {'CHG'} when the stored record is not the one the caller read (another
--- node changed or fired it: read again), or {'NOQ'} when the shard has no
--- config.
+-- delete), 7: its wake time (the zset score: `ScheduleRecord::wake_at`,
+-- '' = none), 8: the message a change cancels ('' = none): one written
+-- ahead for a fire time after the change, deleted in the same step unless
+-- a worker holds it (leased). Returns {'OK'} or {'OK', seq, wakes} (the
+-- cancelled message's seq), {'CHG'} when the stored record is not the one
+-- the caller read (another node changed or fired it: read again), or
+-- {'NOQ'} when the shard has no config.
 if not cfg() then return {'NOQ'} end
 local sid = ARGV[4]
 local cur = redis.call('HGET', K_SCHEDULES, sid) or ''
 if cur ~= ARGV[5] then return {'CHG'} end
 store_schedule(sid, ARGV[6], ARGV[7])
+local ahead = ARGV[8] or ''
+if ahead ~= '' then
+  local r = load(ahead)
+  if r and r[ST] ~= 'L' then
+    unlink(ahead, r)
+    redis.call('HDEL', K_MSG, ahead)
+    key_removed(ahead, r)
+    return {'OK', s(r[SK]), wakes()}
+  end
+end
 return {'OK'}

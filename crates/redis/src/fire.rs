@@ -59,8 +59,8 @@ impl Inner {
             let Some((json, record)) = self.read_schedule(keys, id).await? else {
                 return Ok(());
             };
-            if !record.is_due(now) {
-                if let Some(t) = record.next_fire_at {
+            if !record.needs_step(now) {
+                if let Some(t) = record.wake_at() {
                     self.wake.arm(queue, shard, t);
                 }
                 return Ok(());
@@ -77,12 +77,15 @@ impl Inner {
         Err(too_contended("fire"))
     }
 
-    /// The schedule as stored (its JSON and record) once its cursor is not
-    /// due, with the time it was read at. A change that finds the cursor
-    /// due (a fire this or another node's timer has not got to yet) fires
-    /// under the current definition first, as if the change had come a
-    /// moment later, so a change never drops a fire time that was already
-    /// due.
+    /// The schedule as stored (its JSON, the compare value of a change)
+    /// and as it stands at `now` (the record [settled], which a change
+    /// starts from), once its cursor is not due, with the time `now` it
+    /// was read at. A change that finds the cursor due (a fire this or
+    /// another node's timer has not got to yet) fires under the current
+    /// definition first, as if the change had come a moment later, so a
+    /// change never drops a fire time that was already due.
+    ///
+    /// [settled]: ScheduleRecord::settled
     pub(crate) async fn read_settled(
         &self,
         queue: &QueueName,
@@ -93,11 +96,14 @@ impl Inner {
         for _ in 0..MAX_ROUNDS {
             let now = self.clock.now_ms();
             match self.read_schedule(keys, id).await? {
-                Some((json, current)) if current.is_due(now) => {
+                Some((json, current)) if current.settled(now).is_due(now) => {
                     self.fire_step(queue, shard, keys, &json, &current, now)
                         .await?;
                 }
-                stored => return Ok((stored, now)),
+                stored => {
+                    let settled = stored.map(|(json, current)| (json, current.settled(now)));
+                    return Ok((settled, now));
+                }
             }
         }
         Err(too_contended("fire"))
@@ -118,7 +124,7 @@ impl Inner {
     ) -> BrokerResult<bool> {
         // The one read the step needs before the call (`overlap: skip`):
         // the previous fire's message, with time applied on its shard.
-        let previous = fire_reads(record);
+        let previous = fire_reads(&record.settled(now));
         let previous_state = match &previous {
             Some(id) => self.message_state(queue, keys, id, now).await?,
             None => None,

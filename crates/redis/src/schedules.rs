@@ -13,13 +13,13 @@
 //! in Rust.
 
 use delayd_core::{
-    BrokerError, BrokerResult, EnqueueOptions, EnqueueOutcome, QueueName, ScheduleDefinition,
-    ScheduleId, ScheduleRecord, Upsert,
+    BrokerError, BrokerResult, EnqueueOptions, EnqueueOutcome, MessageId, QueueName,
+    ScheduleDefinition, ScheduleId, ScheduleRecord, Upsert,
 };
 
 use crate::broker::Inner;
 use crate::keys::ShardKeys;
-use crate::record::status;
+use crate::record::{int, status};
 use crate::scripts;
 
 /// Compare-and-set rounds before a schedule call fails `Unavailable`: each
@@ -39,9 +39,12 @@ fn decode(json: &str) -> BrokerResult<ScheduleRecord> {
         .map_err(|e| BrokerError::unavailable(format!("stored schedule is unreadable: {e}")))
 }
 
+/// The record's score in the `cursors` zset: when its next firing step
+/// runs (`ScheduleRecord::wake_at`: the cursor, or earlier to write a fire
+/// ahead).
 pub(crate) fn cursor_arg(record: &ScheduleRecord) -> Vec<u8> {
     record
-        .next_fire_at
+        .wake_at()
         .map(|t| t.to_string())
         .unwrap_or_default()
         .into_bytes()
@@ -84,9 +87,15 @@ impl Inner {
     }
 
     /// Replaces the stored record `expected` ('' = none) by `new` (`None`
-    /// = delete). `Ok(false)`: the stored record is not `expected` any
-    /// more (read again). A shard without config is repaired (or the
-    /// queue created, with `auto_create`) and the call retried.
+    /// = delete), and cancels `cancel` (a fire written ahead for a later
+    /// time, `ScheduleRecord::written_ahead`) in the same call.
+    /// `Ok(false)`: the stored record is not `expected` any more (read
+    /// again). A shard without config is repaired (or the queue created,
+    /// with `auto_create`) and the call retried.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the compare-and-set's values plus the call's context"
+    )]
     async fn schedule_cas(
         &self,
         queue: &QueueName,
@@ -94,6 +103,7 @@ impl Inner {
         id: &ScheduleId,
         expected: &str,
         new: Option<&ScheduleRecord>,
+        cancel: Option<MessageId>,
         auto_create: bool,
     ) -> BrokerResult<bool> {
         let (json, cursor) = match new {
@@ -105,15 +115,23 @@ impl Inner {
             expected.into(),
             json.into_bytes(),
             cursor,
+            cancel
+                .map(|m| m.as_str().as_bytes().to_vec())
+                .unwrap_or_default(),
         ];
         let now = self.clock.now_ms();
         for _ in 0..2 {
             let reply = self
                 .run(scripts::SCHED_SET, keys, now, args.clone())
                 .await?;
-            match status(&reply)?.0 {
-                "OK" => return Ok(true),
-                "CHG" => return Ok(false),
+            match status(&reply)? {
+                ("OK", [seq, rest @ ..]) => {
+                    self.unindex_seq(int(seq)?);
+                    self.woke(queue, rest.first()).await;
+                    return Ok(true);
+                }
+                ("OK", _) => return Ok(true),
+                ("CHG", _) => return Ok(false),
                 _ => self.ensure_queue(queue, auto_create).await?,
             }
         }
@@ -138,15 +156,15 @@ impl Inner {
         let (shard, keys) = self.schedule_keys(queue, id);
         for _ in 0..MAX_ROUNDS {
             let (stored, now) = self.read_settled(queue, shard, &keys, id).await?;
-            let (upsert, expected, record) = match stored {
+            let (upsert, expected, record, cancel) = match stored {
                 None => {
                     let record =
                         ScheduleRecord::create(queue.clone(), id.clone(), definition.clone(), now)?;
-                    (Upsert::Created, String::new(), record)
+                    (Upsert::Created, String::new(), record, None)
                 }
                 Some((json, current)) => match current.replace(definition.clone(), now)? {
                     None => return Ok((Upsert::Updated, current)),
-                    Some(record) => (Upsert::Updated, json, record),
+                    Some(record) => (Upsert::Updated, json, record, current.written_ahead(now)),
                 },
             };
             let stored = self
@@ -156,6 +174,7 @@ impl Inner {
                     id,
                     &expected,
                     Some(&record),
+                    cancel,
                     options.auto_create,
                 )
                 .await?;
@@ -170,7 +189,7 @@ impl Inner {
     /// A new cursor: arm this node's timer and tell the others when it is
     /// earlier than what this node knew (the sweep covers a lost event).
     async fn announce_cursor(&self, queue: &QueueName, shard: u32, record: &ScheduleRecord) {
-        if let Some(t) = record.next_fire_at {
+        if let Some(t) = record.wake_at() {
             self.announce_due(queue, shard, t).await;
         }
     }
@@ -183,7 +202,7 @@ impl Inner {
         self.check_open()?;
         let (_, keys) = self.schedule_keys(queue, id);
         match self.read_schedule(&keys, id).await? {
-            Some((_, record)) => Ok(record),
+            Some((_, record)) => Ok(record.settled(self.clock.now_ms())),
             None => Err(self.schedule_missing(queue, id).await),
         }
     }
@@ -197,13 +216,14 @@ impl Inner {
             return Err(BrokerError::QueueNotFound(queue.clone()));
         }
         let mut all = Vec::new();
+        let now = self.clock.now_ms();
         for shard in 0..self.keys.shards {
             let keys = self.keys.shard(queue, shard);
             let values: Vec<String> = self
                 .query(redis::cmd("HVALS").arg(keys.schedules()), false)
                 .await?;
             for json in values {
-                all.push(decode(&json)?);
+                all.push(decode(&json)?.settled(now));
             }
         }
         all.sort_by(|a, b| a.id.cmp(&b.id));
@@ -218,11 +238,13 @@ impl Inner {
         self.check_open()?;
         let (shard, keys) = self.schedule_keys(queue, id);
         for _ in 0..MAX_ROUNDS {
-            let (Some((json, _)), _) = self.read_settled(queue, shard, &keys, id).await? else {
+            let (Some((json, current)), now) = self.read_settled(queue, shard, &keys, id).await?
+            else {
                 return Err(self.schedule_missing(queue, id).await);
             };
+            let cancel = current.written_ahead(now);
             if self
-                .schedule_cas(queue, &keys, id, &json, None, false)
+                .schedule_cas(queue, &keys, id, &json, None, cancel, false)
                 .await?
             {
                 return Ok(());
@@ -252,8 +274,9 @@ impl Inner {
             let Some(record) = changed else {
                 return Ok(current);
             };
+            let cancel = current.written_ahead(now);
             if self
-                .schedule_cas(queue, &keys, id, &json, Some(&record), false)
+                .schedule_cas(queue, &keys, id, &json, Some(&record), cancel, false)
                 .await?
             {
                 self.announce_cursor(queue, shard, &record).await;

@@ -181,6 +181,8 @@ fn to_record(schedule: Schedule) -> BrokerResult<ScheduleRecord> {
         last_fire_at: schedule.last_fire_at,
         next_fire_at: schedule.next_fire_at,
         since: schedule.updated_at,
+        // The server shows records settled: nothing written ahead shows.
+        ahead: None,
     })
 }
 

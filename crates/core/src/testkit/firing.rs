@@ -35,7 +35,7 @@ impl State {
         self.schedules
             .iter()
             .filter_map(|(key, record)| {
-                let t = record.next_fire_at.filter(|&t| t <= now)?;
+                let t = record.wake_at().filter(|&t| t <= now)?;
                 let late = if rearmed.contains(key) { 0 } else { behind };
                 Some((t.saturating_add(late).min(now), key.clone()))
             })

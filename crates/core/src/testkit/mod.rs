@@ -192,6 +192,8 @@ macro_rules! conformance_tests_schedules {
             schedule_jitter,
             schedule_start_in_the_past,
             schedule_fires_into_paused_queue,
+            schedule_fire_written_ahead,
+            schedule_written_ahead_cancelled_by_change,
         );
     };
     (@wall ($($how:tt)+)) => {
@@ -203,6 +205,7 @@ macro_rules! conformance_tests_schedules {
             schedule_cron_l_w_hash,
             schedule_catchup_all,
             schedule_catchup_latest,
+            schedule_written_ahead_survives_a_jump,
         );
     };
     (virtual_time |$clock:ident| $factory:expr) => {

@@ -464,10 +464,13 @@ impl Broker for ModelBroker {
     ) -> BrokerResult<(Upsert, ScheduleRecord)> {
         let (mut state, now) = self.open()?;
         let key = (queue.clone(), id.clone());
-        let (upsert, record) = match state.schedules.get(&key) {
+        let (upsert, record) = match state.schedules.get(&key).map(|r| r.settled(now)) {
             Some(current) => match current.replace(definition, now)? {
-                Some(replaced) => (Upsert::Updated, replaced),
-                None => return Ok((Upsert::Updated, current.clone())),
+                Some(replaced) => {
+                    state.cancel_written_ahead(&current, now);
+                    (Upsert::Updated, replaced)
+                }
+                None => return Ok((Upsert::Updated, current)),
             },
             None => {
                 // Validated before the queue is made: a failed call changes
@@ -493,21 +496,23 @@ impl Broker for ModelBroker {
         queue: &QueueName,
         id: &ScheduleId,
     ) -> BrokerResult<ScheduleRecord> {
-        let (state, _) = self.open()?;
-        state.schedule(queue, id).cloned()
+        let (state, now) = self.open()?;
+        Ok(state.schedule(queue, id)?.settled(now))
     }
 
     async fn list_schedules(&self, queue: &QueueName) -> BrokerResult<Vec<ScheduleRecord>> {
-        let (state, _) = self.open()?;
+        let (state, now) = self.open()?;
         state.config(queue)?;
         let records = state.schedules.iter().filter(|((q, _), _)| q == queue);
-        Ok(records.map(|(_, record)| record.clone()).collect())
+        Ok(records.map(|(_, record)| record.settled(now)).collect())
     }
 
     async fn delete_schedule(&self, queue: &QueueName, id: &ScheduleId) -> BrokerResult<()> {
-        let (mut state, _) = self.open()?;
-        state.schedule(queue, id)?;
+        let (mut state, now) = self.open()?;
+        let current = state.schedule(queue, id)?.settled(now);
+        state.cancel_written_ahead(&current, now);
         state.schedules.remove(&(queue.clone(), id.clone()));
+        self.changed.notify_waiters();
         Ok(())
     }
 
@@ -518,15 +523,16 @@ impl Broker for ModelBroker {
         paused: bool,
     ) -> BrokerResult<ScheduleRecord> {
         let (mut state, now) = self.open()?;
-        let current = state.schedule(queue, id)?;
+        let current = state.schedule(queue, id)?.settled(now);
         let changed = if paused {
             current.pause(now)
         } else {
             current.resume(now)
         };
         let Some(record) = changed else {
-            return Ok(current.clone());
+            return Ok(current);
         };
+        state.cancel_written_ahead(&current, now);
         state
             .schedules
             .insert((queue.clone(), id.clone()), record.clone());

@@ -204,6 +204,23 @@ impl State {
         })
     }
 
+    /// Deletes the message `current` (settled at `now`) wrote ahead for a
+    /// later fire time, which a change at `now` cancels, unless a worker
+    /// holds it (a client moved it forward and leased it).
+    pub fn cancel_written_ahead(&mut self, current: &ScheduleRecord, now: u64) {
+        let Some(id) = current.written_ahead(now) else {
+            return;
+        };
+        let key = (current.queue.clone(), id);
+        if self
+            .messages
+            .get(&key)
+            .is_some_and(|s| s.msg.state != MessageState::Leased)
+        {
+            self.messages.remove(&key);
+        }
+    }
+
     /// The schedule `id` of `queue`, or the error api.md prescribes.
     pub fn schedule(&self, queue: &QueueName, id: &ScheduleId) -> BrokerResult<&ScheduleRecord> {
         self.config(queue)?;
@@ -300,7 +317,8 @@ impl State {
         for ((queue, id), record) in &self.schedules {
             let ctx = format!("schedule {queue}/{id} at {now}: {record:?}");
             debug_assert!(self.queues.contains_key(queue), "orphan {ctx}");
-            debug_assert!(!record.is_due(now), "not fired {ctx}");
+            debug_assert!(!record.needs_step(now), "not stepped {ctx}");
+            debug_assert!(!record.settled(now).is_due(now), "not fired {ctx}");
             debug_assert!(
                 !record.definition.paused || record.next_fire_at.is_none(),
                 "paused with a cursor {ctx}"
@@ -424,7 +442,7 @@ impl State {
             .schedules
             .iter()
             .filter(|((q, _), _)| queues.contains(q))
-            .filter_map(|(_, record)| record.next_fire_at);
+            .filter_map(|(_, record)| record.wake_at());
         messages
             .chain(pauses)
             .chain(fires)

@@ -14,8 +14,9 @@
 //! Beside that load, [`SCHEDULES`] schedules in the queue `crash-sched`
 //! fire every second, staggered so that a fire happens every few
 //! milliseconds (and, after each restart, the fire times that passed while
-//! the child was down are caught up): the parent checks that each fire
-//! time's message exists iff the schedule's cursor moved past it.
+//! the child was down are caught up), each written ahead of its time: the
+//! parent checks that each fire time's message exists iff the schedule's
+//! cursor moved past it or the record says it was written ahead.
 //! Beside both, `flow_worker` drives an ordered flow queue (`crash-flow`).
 //! Usage: `delayd-local-crashchild <data-dir> <id-prefix> <schedule-start-ms>`.
 

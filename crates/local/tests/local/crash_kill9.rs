@@ -215,9 +215,11 @@ async fn check_flow(broker: &LocalBroker) {
 type Fired = BTreeMap<(String, u64), u64>;
 
 /// Every fire time before a schedule's cursor has its message (`fires` of
-/// them: `catchup: all` in a day's window misses none), none at or after
-/// it does, and no fire time's message was ever enqueued again (same seq
-/// in every round; nothing consumes these messages).
+/// them: `catchup: all` in a day's window misses none), and so does the
+/// cursor exactly when the record says it was written ahead (the message
+/// and the record are one atomic write), none after it does, and no fire
+/// time's message was ever enqueued again (same seq in every round; nothing
+/// consumes these messages).
 async fn check_schedules(broker: &LocalBroker, fired: &mut Fired) {
     let queue = QueueName::new("crash-sched").unwrap();
     let schedules = match broker.list_schedules(&queue).await {
@@ -242,17 +244,22 @@ async fn check_schedules(broker: &LocalBroker, fired: &mut Fired) {
         let id = record.id.as_str().to_string();
         let times = messages.remove(&id).unwrap_or_default();
         let cursor = record.next_fire_at.expect("an endless schedule");
-        let expected: Vec<u64> = (1..=record.fires)
+        let mut expected: Vec<u64> = (1..=record.fires)
             .rev()
             .map(|k| cursor - k * 1_000)
             .collect();
+        if let Some(ahead) = record.ahead {
+            assert_eq!(ahead, cursor, "{id}: written ahead is the cursor");
+            expected.push(ahead);
+        }
         let found: Vec<u64> = times.keys().copied().collect();
         assert_eq!(
             found, expected,
             "{id}: fires {}, cursor {cursor}",
             record.fires
         );
-        assert_eq!(record.last_fire_at, expected.last().copied(), "{id}");
+        let before_cursor = expected.iter().rev().find(|&&t| t < cursor).copied();
+        assert_eq!(record.last_fire_at, before_cursor, "{id}");
         for (t, seq) in times {
             let first = *fired.entry((id.clone(), t)).or_insert(seq);
             assert_eq!(first, seq, "{id}: fire time {t} enqueued twice");

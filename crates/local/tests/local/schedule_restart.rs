@@ -254,7 +254,14 @@ async fn catchup_latest_outside_the_window_fires_nothing() {
     let broker = open(dir.path(), &clock, 0).await;
     let record = wait_for(&broker, &id, |r| r.next_fire_at == Some(T0 + 12 * MINUTE)).await;
     assert_eq!((record.fires, record.last_fire_at), (0, None));
-    assert_eq!(fired(&broker, &id, &minutes(0, 12)).await, []);
+    assert_eq!(fired(&broker, &id, &minutes(0, 11)).await, []);
+    // The next fire, 20 s out, is written ahead (not yet a fire).
+    let record = wait_for(&broker, &id, |r| r.ahead.is_some()).await;
+    assert_eq!(record.ahead, Some(T0 + 12 * MINUTE));
+    let next = broker
+        .get(&queue(), &id.fire_message_id(T0 + 12 * MINUTE))
+        .await;
+    assert_eq!(next.expect("written ahead").state, MessageState::Scheduled);
     close(broker).await;
 }
 

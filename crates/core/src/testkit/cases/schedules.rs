@@ -422,3 +422,114 @@ pub async fn schedule_fires_into_paused_queue(b: Arc<dyn Broker>) {
     let fired = collect_count(&b, &q, 2, SLACK_MS).await;
     assert_eq!(times_of(&fired, &id), [start_at, start_at + 1_000]);
 }
+
+const HOUR_MS: u64 = 3_600_000;
+
+/// Waits (polling: the write is the timers' own) until the fire `t` of
+/// `id` is written ahead, and returns its message.
+async fn written_ahead(
+    b: &Arc<dyn Broker>,
+    q: &crate::model::QueueName,
+    id: &crate::recurring::ScheduleId,
+    t: u64,
+) -> crate::message::Message {
+    let fire = id.fire_message_id(t);
+    s::eventually(1_500, &format!("fire {fire} written ahead"), || async {
+        b.get(q, &fire).await.is_ok()
+    })
+    .await;
+    s::get(b, q, &fire).await
+}
+
+/// A fire of an `overlap: allow` schedule is written ahead of its time
+/// (`WRITE_AHEAD_MS`): its message exists, scheduled for the fire time,
+/// while the schedule still shows the fire as not yet handled (`fires`,
+/// `last_fire_at`, `next_fire_at` as before). At the fire time it is
+/// leasable at once and counts as a fire; acked, it is never written
+/// again.
+pub async fn schedule_fire_written_ahead(b: Arc<dyn Broker>) {
+    let q = s::queue("schedule_fire_written_ahead", "q");
+    let id = sid("ahead");
+    let start_at = s::now_ms() + 2_000;
+    put_schedule(&b, &q, &id, every(HOUR_MS, start_at)).await;
+    let m = written_ahead(&b, &q, &id, start_at).await;
+    assert_eq!((m.state, m.deliver_at), (MessageState::Scheduled, start_at));
+    let record = get_schedule(&b, &q, &id).await;
+    assert_eq!(
+        (record.fires, record.last_fire_at, record.next_fire_at),
+        (0, None, Some(start_at)),
+        "written ahead, not yet fired: {record:?}"
+    );
+    let fired = collect_count(&b, &q, 1, 10_000).await;
+    assert_eq!(fired[0].t, start_at);
+    assert!(
+        fired[0].leased_at < start_at + SLACK_MS,
+        "leased {} ms after its fire time",
+        fired[0].leased_at - start_at
+    );
+    let record = get_schedule(&b, &q, &id).await;
+    assert_eq!(
+        (record.fires, record.last_fire_at, record.next_fire_at),
+        (1, Some(start_at), Some(start_at + HOUR_MS)),
+        "fired at its time: {record:?}"
+    );
+    let listed = s::must(b.list_schedules(&q).await, "list_schedules");
+    assert_eq!(listed, vec![record], "list shows what get shows");
+    let again = collect_until(&b, &q, s::now_ms() + 1_000).await;
+    assert!(again.is_empty(), "a fire written twice: {again:?}");
+    let fire = id.fire_message_id(start_at);
+    s::assert_not_found(b.get(&q, &fire).await, "the acked fire");
+}
+
+/// A change before the fire time cancels the fire written ahead: pause and
+/// delete remove its message in the same step (nothing is delivered for a
+/// time after them), a replace writes it again from the new definition.
+/// `overlap: skip` is judged at the fire time, so it is not written ahead.
+pub async fn schedule_written_ahead_cancelled_by_change(b: Arc<dyn Broker>) {
+    let q = s::queue("schedule_written_ahead_cancelled_by_change", "q");
+    let start_at = s::now_ms() + 2_000;
+    let (paused, deleted, replaced, skip) = (sid("p"), sid("d"), sid("r"), sid("s"));
+    for id in [&paused, &deleted, &replaced] {
+        put_schedule(&b, &q, id, every(HOUR_MS, start_at)).await;
+    }
+    let mut skipping = every(HOUR_MS, start_at);
+    skipping.overlap = Overlap::Skip;
+    put_schedule(&b, &q, &skip, skipping).await;
+    for id in [&paused, &deleted, &replaced] {
+        written_ahead(&b, &q, id, start_at).await;
+    }
+    let skip_fire = skip.fire_message_id(start_at);
+    s::assert_not_found(b.get(&q, &skip_fire).await, "overlap: skip written ahead");
+
+    let record = s::must(b.set_schedule_paused(&q, &paused, true).await, "pause");
+    assert_eq!((record.fires, record.next_fire_at), (0, None));
+    s::must(b.delete_schedule(&q, &deleted).await, "delete_schedule");
+    for id in [&paused, &deleted] {
+        let fire = id.fire_message_id(start_at);
+        s::assert_not_found(b.get(&q, &fire).await, &format!("{fire} after the change"));
+    }
+    let mut changed = every(HOUR_MS, start_at);
+    changed.message.headers.insert("rev".into(), "2".into());
+    put_schedule(&b, &q, &replaced, changed).await;
+    let m = written_ahead(&b, &q, &replaced, start_at).await;
+    let headers = (m.headers.get("rev").map(String::as_str), m.state);
+    assert_eq!(headers, (Some("2"), MessageState::Scheduled), "{m:?}");
+
+    let fired = collect_until(&b, &q, start_at + 1_500).await;
+    let mut ids: Vec<&str> = fired.iter().map(|f| f.delivery.id.as_str()).collect();
+    ids.sort_unstable();
+    let want = [format!("r:{start_at}"), format!("s:{start_at}")];
+    assert_eq!(ids, want.iter().map(String::as_str).collect::<Vec<_>>());
+    for f in &fired {
+        assert_eq!(f.t, start_at);
+        if f.schedule == "r" {
+            assert_eq!(f.delivery.headers.get("rev").map(String::as_str), Some("2"));
+        }
+    }
+    let record = s::must(b.set_schedule_paused(&q, &paused, false).await, "resume");
+    assert_eq!(
+        (record.fires, record.next_fire_at),
+        (0, Some(start_at + HOUR_MS)),
+        "a fire time that passed while paused is not fired: {record:?}"
+    );
+}

@@ -12,7 +12,7 @@ use super::schedule_support::{
     collect_until, cron, every, get_schedule, put_schedule, sid, tick_until, times_of,
 };
 use crate::broker::Broker;
-use crate::recurring::Catchup;
+use crate::recurring::{Catchup, WRITE_AHEAD_MS};
 use crate::testkit::support::{self as s, SLACK_MS};
 
 /// Epoch ms of an RFC 3339 instant written in a case.
@@ -270,10 +270,11 @@ pub async fn schedule_cron_l_w_hash(b: Arc<dyn Broker>) {
 }
 
 /// Sets up `every_ms: 60000` schedules starting a minute from now, then
-/// jumps the wall clock 10.5 minutes forward just before the first fire
-/// time, so the broker sees F1..F11 (`F_k = created + k min`) passed
-/// unfired whether it notices at once or at its first timer; returns F1.
-/// Then leases until F12 has fired.
+/// jumps the wall clock forward just before the first fire time is written
+/// ahead (`WRITE_AHEAD_MS` before it), to 10.5 minutes after it, so the
+/// broker sees F1..F11 (`F_k = created + k min`) passed unfired whether it
+/// notices at once or at its first timer; returns F1. Then leases until
+/// F12 has fired.
 async fn jump_past_fires(
     b: &Arc<dyn Broker>,
     q: &crate::QueueName,
@@ -287,10 +288,37 @@ async fn jump_past_fires(
         def.catchup_window_ms = window;
         put_schedule(b, q, &sid(id), def).await;
     }
-    tick_until(first - 10).await;
-    s::jump_wall_time(630_000);
+    tick_until(first - WRITE_AHEAD_MS - 10).await;
+    s::jump_wall_time(WRITE_AHEAD_MS as i64 + 630_000);
     let fired = collect_until(b, q, first + 11 * 60_000 + SLACK_MS).await;
     (first, fired)
+}
+
+/// A fire written ahead before an outage is not missed by it: it was
+/// enqueued before its time, so the catch-up window does not apply to it
+/// (docs/schedules.md, "Fires written ahead"). The later fire times the
+/// outage passed follow the catch-up rules.
+pub async fn schedule_written_ahead_survives_a_jump(b: Arc<dyn Broker>) {
+    let q = s::queue("schedule_written_ahead_survives_a_jump", "q");
+    let id = sid("tiny");
+    let first = s::now_ms() + 60_000;
+    let mut def = every(60_000, first);
+    def.catchup_window_ms = 20_000;
+    put_schedule(&b, &q, &id, def).await;
+    tick_until(first - 10).await;
+    // A call: the model (no timers) writes ahead at its calls.
+    let record = get_schedule(&b, &q, &id).await;
+    assert_eq!((record.fires, record.next_fire_at), (0, Some(first)));
+    s::get(&b, &q, &id.fire_message_id(first)).await;
+    s::jump_wall_time(630_000);
+    let fired = collect_until(&b, &q, first + 11 * 60_000 + SLACK_MS).await;
+    let f = |k: u64| first + (k - 1) * 60_000;
+    assert_eq!(
+        times_of(&fired, &id),
+        [f(1), f(12)],
+        "F1 written ahead, F11 missed"
+    );
+    assert_eq!(get_schedule(&b, &q, &id).await.fires, 2);
 }
 
 /// `catchup: all`: after a forward jump, each passed fire time inside the
