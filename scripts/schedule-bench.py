@@ -9,7 +9,10 @@ Two benches (docs/BENCHMARKS.md, "Schedules"):
           fire with no consumer (server CPU per fire over the fire window)
           and the second fire with consumers waiting (lateness = lease start
           - fire time, from each message's `lease_until - lease_ms` and its
-          `delayd-scheduled-for` header; none early, each fire time once).
+          `delayd-scheduled-for` header; none early, each fire time once;
+          one consumer per 1000 schedules, --consumers to change), with
+          the server's own stage lateness (`ready`, `leased`) and the fires
+          enqueued late from /metrics.
   memory  N schedules (`every_ms` 3600000, spread start times): the
           server's RSS per schedule (VmRSS after - before, divided by N),
           then a restart (SIGKILL, start again) and the time from the new
@@ -136,8 +139,9 @@ def put_schedules(api, queue, count, body_for, threads=32):
     parallel(count, threads, lambda i: api.call("PUT", f"/v1/queues/{queue}/schedules/s{i}", body_for(i)))
 
 
-def drain(api, queue, expected, deadline_s, record=None):
-    """Leases and acks until `expected` messages came (or the deadline)."""
+def drain(api, queue, expected, deadline_s, record=None, consumers=4):
+    """Leases and acks until `expected` messages came (or the deadline),
+    with `consumers` connections, each leasing up to 1000 at a time."""
     got = 0
     lock = threading.Lock()
     stop = time.monotonic() + deadline_s
@@ -158,8 +162,45 @@ def drain(api, queue, expected, deadline_s, record=None):
             with lock:
                 got += len(leased)
 
-    parallel(4, 4, consumer)
+    parallel(consumers, consumers, consumer)
     return got
+
+
+def histogram(api, name, label):
+    """Cumulative buckets {label value: [(le, count)]} of histogram `name`
+    from /metrics."""
+    conn = http.client.HTTPConnection("127.0.0.1", api.port, timeout=30)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    out = {}
+    for line in text.splitlines():
+        if not line.startswith(name + "_bucket{"):
+            continue
+        labels, value = line[len(name) + 8:].rsplit("} ", 1)
+        fields = dict(kv.split("=", 1) for kv in labels.split(","))
+        key = fields.get(label, "").strip('"')
+        le = fields["le"].strip('"')
+        out.setdefault(key, []).append((float("inf") if le == "+Inf" else float(le), float(value)))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def bucket_percentiles(before, after):
+    """{label: (count, p50 ms at most, p99 ms at most)} of what was
+    recorded between two `histogram` readings (bucket upper bounds)."""
+    out = {}
+    for key, buckets in after.items():
+        old = dict(before.get(key, []))
+        delta = [(le, count - old.get(le, 0)) for le, count in buckets]
+        total = delta[-1][1] if delta else 0
+        if total <= 0:
+            continue
+        def at(p):
+            for le, count in delta:
+                if count >= p * total:
+                    return le * 1000
+            return float("inf")
+        out[key] = (int(total), at(0.5), at(0.99))
+    return out
 
 
 def wait_until_ms(t):
@@ -199,7 +240,8 @@ def bench_burst(args, server, api):
         time.sleep(0.05)
     fire_cpu_us = (server.cpu_s() - before) * 1e6 / n
     print(f"first fire: {stats['scheduled'] + stats['ready']} enqueued by +{(now_ms() - anchor) / 1000:.2f} s, "
-          f"server cpu {fire_cpu_us:.1f} us per fire = {fire_cpu_us / enqueue_cpu_us:.2f}x a durable single enqueue")
+          f"server cpu from 1 s before the fire instant {fire_cpu_us:.1f} us per fire = {fire_cpu_us / enqueue_cpu_us:.2f}x "
+          f"a durable single enqueue (fires written ahead were written earlier)")
     drained = drain(api, "sched", n, 60)
     assert drained == n, f"drained {drained} of {n} first-fire messages"
 
@@ -220,12 +262,24 @@ def bench_burst(args, server, api):
                 lateness.append(start - t)
                 early += start < m["deliver_at"]
 
+    # Enough consumers waiting to take every fire at once (1000 a lease
+    # call), so the lateness is the server's, not the consumers' ack round
+    # trips; --consumers sets fewer to see those.
+    consumers = args.consumers or max(4, -(-n // 1000))
     wait_until_ms(second - 2000)
-    got = drain(api, "sched", n, 60, record)
+    stages_before = histogram(api, "delayd_delivery_lateness_seconds", "stage")
+    fire_before = histogram(api, "delayd_schedule_fire_lateness_seconds", "queue")
+    got = drain(api, "sched", n, 60, record, consumers)
     lateness.sort()
     pct = lambda p: lateness[min(len(lateness) - 1, int(p * len(lateness)))]
-    print(f"second fire with waiting consumers: {len(ids)} distinct of {n} fire messages ({got} leased), early {early}, "
+    print(f"second fire with {consumers} consumers waiting: {len(ids)} distinct of {n} fire messages ({got} leased), early {early}, "
           f"lateness ms p50 {pct(0.5)} p99 {pct(0.99)} max {lateness[-1]} mean {statistics.mean(lateness):.1f}")
+    stages = bucket_percentiles(stages_before, histogram(api, "delayd_delivery_lateness_seconds", "stage"))
+    fires = bucket_percentiles(fire_before, histogram(api, "delayd_schedule_fire_lateness_seconds", "queue"))
+    for stage, (count, p50, p99) in sorted(stages.items()):
+        print(f"  server stage {stage}: {count} messages, p50 <= {p50:g} ms, p99 <= {p99:g} ms")
+    for queue, (count, p50, p99) in sorted(fires.items()):
+        print(f"  fires enqueued late (not written ahead) in {queue}: {count}, p50 <= {p50:g} ms, p99 <= {p99:g} ms")
 
 
 def bench_memory(args, server, api, restart):
@@ -364,6 +418,7 @@ def main():
     parser.add_argument("--seconds", type=int, default=300)
     parser.add_argument("--every-ms", type=int, default=60_000)
     parser.add_argument("--schedules", type=int)
+    parser.add_argument("--consumers", type=int, help="burst: consumers of the second fire (default: one per 1000 schedules, at least 4)")
     parser.add_argument("--bin", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "release", "delayd"))
     parser.add_argument("--serve-arg", action="append", default=[], help="extra `delayd serve` argument")
     args = parser.parse_args()
@@ -371,7 +426,10 @@ def main():
     if args.mode == "redis-kill":
         return bench_redis_kill(args)
     data = tempfile.mkdtemp(prefix="delayd-schedule-bench-")
-    server = Server(args.bin, data, free_port(), args.serve_arg)
+    # `--serve-arg=--store --serve-arg=redis://...` runs on Redis: no data
+    # directory then.
+    on_redis = "--store" in args.serve_arg
+    server = Server(args.bin, None if on_redis else data, free_port(), args.serve_arg)
     print(f"mode={args.mode} schedules={args.schedules} load: {open('/proc/loadavg').read().split()[:3]} cores: {os.cpu_count()}")
     server.start()
     api = Api(server.port)

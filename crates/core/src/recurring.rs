@@ -41,6 +41,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use chrono::{DateTime, TimeZone, Utc};
 use chrono_tz::Tz;
@@ -96,9 +97,12 @@ fn invalid(field: &str, reason: impl fmt::Display) -> BrokerError {
 
 /// A schedule id: `[A-Za-z0-9._-]{1,128}` (no `:`, so `<id>:<t>` message
 /// ids cannot collide across schedules).
+///
+/// Shared text (`Arc<str>`): the armed index and the timer of a schedule
+/// share one allocation.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct ScheduleId(String);
+pub struct ScheduleId(Arc<str>);
 
 /// The schedule-id grammar as a regular expression (the OpenAPI
 /// document's pattern); [`ScheduleId::new`] checks the same rule.
@@ -118,7 +122,7 @@ impl ScheduleId {
                 "schedule id must match [A-Za-z0-9._-]{{1,128}}, got {shown:?}"
             )));
         }
-        Ok(Self(id))
+        Ok(Self(id.into()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -146,7 +150,7 @@ impl TryFrom<String> for ScheduleId {
 
 impl From<ScheduleId> for String {
     fn from(value: ScheduleId) -> Self {
-        value.0
+        value.0.to_string()
     }
 }
 

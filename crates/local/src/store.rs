@@ -143,6 +143,12 @@ impl WriteSet {
 
 const MEMTABLE_BYTES: u64 = 8 * 1024 * 1024;
 
+/// The `schedules` keyspace's memtable: its records are read one at a
+/// time (a call, a fire), never scanned hot, so a smaller memtable costs
+/// only more frequent small flushes, and it keeps the memory of many
+/// schedules down (docs/storage.md, "Schedules", Memory).
+const SCHEDULE_MEMTABLE_BYTES: u64 = 2 * 1024 * 1024;
+
 /// A message key and that message's payload.
 pub(crate) type KeyAndPayload = (Vec<u8>, Vec<u8>);
 /// A stored key and its value.
@@ -217,8 +223,12 @@ impl Engine {
         // Small memtables: memory stays bounded by a few MiB per keyspace
         // rather than growing with the messages written (fjall's default
         // is 64 MiB each).
-        let options = || KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES);
-        let open = |name: &str| db.keyspace(name, options);
+        let open_sized = |name: &str, bytes: u64| {
+            db.keyspace(name, || {
+                KeyspaceCreateOptions::default().max_memtable_size(bytes)
+            })
+        };
+        let open = |name: &str| open_sized(name, MEMTABLE_BYTES);
         let engine = Engine {
             meta: open("meta")?,
             queues: open("queues")?,
@@ -228,7 +238,7 @@ impl Engine {
             pinned: open("pinned")?,
             // Created last: keyspace ids follow creation order, and `check`
             // names keyspaces by id.
-            schedules: open("schedules")?,
+            schedules: open_sized("schedules", SCHEDULE_MEMTABLE_BYTES)?,
             db,
         };
         Ok((engine, torn_tail_bytes))

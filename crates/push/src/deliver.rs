@@ -94,7 +94,8 @@ impl std::fmt::Display for Outcome {
     }
 }
 
-/// Sends `delivery` to `target` and classifies the answer. The payload is
+/// Sends `delivery` to `target` (recording its `answered` lateness: the
+/// request is the push delivery's answer) and classifies the answer. The payload is
 /// passed separately, by value, so that it becomes the body without a copy
 /// (`delivery.payload` is ignored). `now_ms` is the wall clock (for
 /// `delayd-timestamp` and HTTP-date `Retry-After`).
@@ -106,6 +107,12 @@ pub(crate) async fn post(
     now_ms: u64,
 ) -> Outcome {
     let timestamp = now_ms / 1000;
+    // The push counterpart of a pull's answer: the request goes out now.
+    delayd_core::metric::record_lateness(
+        delayd_core::metric::Stage::Answered,
+        now_ms,
+        delivery.deliver_at,
+    );
     let headers = build_headers(target, delivery, &payload, timestamp);
     let request = client
         .post(target.url.clone())

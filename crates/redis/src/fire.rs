@@ -21,13 +21,21 @@ use crate::record::{self, status};
 use crate::schedules::{cursor_arg, encode, too_contended, MAX_ROUNDS};
 use crate::scripts;
 
+/// Schedules of one promote reply fired at once (each a few calls in
+/// flight on the node's connection).
+const FIRES_IN_FLIGHT: usize = 16;
+
 impl Inner {
     /// Fires the due schedules `ids` (space-separated, from the promote
-    /// reply) of one shard. Failures are logged: the cursor stays due, and
-    /// the next sweep (or any node's) fires it.
-    pub(crate) async fn fire_schedules(&self, queue: &QueueName, shard: u32, ids: &str) {
+    /// reply) of one shard, [`FIRES_IN_FLIGHT`] at a time (each is its own
+    /// compare-and-write call; in flight together they share the
+    /// connection's round trips). Failures are logged: the cursor stays
+    /// due, and the next sweep (or any node's) fires it. Returns how many
+    /// ids the reply listed.
+    pub(crate) async fn fire_schedules(&self, queue: &QueueName, shard: u32, ids: &str) -> usize {
         let keys = self.keys.shard(queue, shard);
         let mut ids: Vec<&str> = ids.split(' ').filter(|s| !s.is_empty()).collect();
+        let listed = ids.len();
         // Every node's timer for this cursor fires at the same instant:
         // starting at a random one spreads them over different schedules
         // instead of all racing (and all but one losing) on the first.
@@ -35,13 +43,23 @@ impl Inner {
             let start = rand::random_range(0..ids.len());
             ids.rotate_left(start);
         }
-        for id in ids {
-            let Ok(id) = ScheduleId::new(id) else {
-                continue;
-            };
-            if let Err(err) = self.fire_one(queue, shard, &keys, &id).await {
-                tracing::debug!(%queue, schedule = %id, error = %err, "schedule fire failed; retried later");
+        let ids: Vec<ScheduleId> = ids
+            .into_iter()
+            .filter_map(|id| ScheduleId::new(id).ok())
+            .collect();
+        for chunk in ids.chunks(FIRES_IN_FLIGHT) {
+            let mut fires = Vec::with_capacity(chunk.len());
+            for id in chunk {
+                fires.push(self.fire_logged(queue, shard, &keys, id));
             }
+            futures_util::future::join_all(fires).await;
+        }
+        listed
+    }
+
+    async fn fire_logged(&self, queue: &QueueName, shard: u32, keys: &ShardKeys, id: &ScheduleId) {
+        if let Err(err) = self.fire_one(queue, shard, keys, id).await {
+            tracing::debug!(%queue, schedule = %id, error = %err, "schedule fire failed; retried later");
         }
     }
 

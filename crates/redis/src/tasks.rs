@@ -131,20 +131,40 @@ async fn sweep(inner: &Inner) {
     }
 }
 
+/// Most due schedule ids one promote reply lists (`promote.lua`).
+const DUE_SCHEDULES_PER_PROMOTE: usize = 100;
+
+/// Promote calls in a row while each reply lists a full page of due
+/// schedules (so up to 10,000 schedules due at once are fired in one go,
+/// not a page per sweep); more are left to the next sweep or timer.
+const FULL_PAGES_IN_A_ROW: usize = 100;
+
 /// Promotes one shard now, records lateness, wakes waiters and re-arms the
-/// shard's timer. Failures are logged: the next sweep retries.
+/// shard's timer, and fires the due schedules the reply lists; while a
+/// reply lists a full page of them, promotes again at once. Failures are
+/// logged: the next sweep retries.
 pub(crate) async fn promote_shard(inner: &Inner, queue: &QueueName, shard: u32) {
+    for _ in 0..FULL_PAGES_IN_A_ROW {
+        if promote_once(inner, queue, shard).await < DUE_SCHEDULES_PER_PROMOTE {
+            return;
+        }
+    }
+}
+
+/// One promote call and what follows it; returns how many due schedules
+/// its reply listed.
+async fn promote_once(inner: &Inner, queue: &QueueName, shard: u32) -> usize {
     let now = inner.clock.now_ms();
     let keys = inner.keys.shard(queue, shard);
     let reply = match inner.run(scripts::PROMOTE, &keys, now, Vec::new()).await {
         Ok(reply) => reply,
-        Err(_) => return,
+        Err(_) => return 0,
     };
     let Ok(("OK", rest)) = status(&reply) else {
-        return;
+        return 0;
     };
     if rest.len() < 5 {
-        return;
+        return 0;
     }
     let fired = &rest[5..];
     // Parked messages made ready again, slots freed (lua/flow.lua).
@@ -170,10 +190,9 @@ pub(crate) async fn promote_shard(inner: &Inner, queue: &QueueName, shard: u32) 
     }
     // Due schedule cursors: the racing nodes' fires are compare-and-set,
     // so every node that sees them may try; one fires each time.
-    if let Ok(ids) = text(&rest[3]) {
-        if !ids.is_empty() {
-            inner.fire_schedules(queue, shard, ids).await;
-        }
+    match text(&rest[3]) {
+        Ok(ids) if !ids.is_empty() => inner.fire_schedules(queue, shard, ids).await,
+        _ => 0,
     }
 }
 

@@ -292,3 +292,35 @@ async fn fires_and_skips_are_counted() {
     assert_eq!(skipped, 2);
     assert_eq!(lateness, fires);
 }
+
+/// Many schedules due at one instant are fired in one go: a promote reply
+/// lists 100 due schedules, and the node promotes again at once while the
+/// list is full, instead of leaving each further page to a sweep 500 ms
+/// later (350 schedules would then take at least a second). `overlap:
+/// skip`, so nothing is written ahead: every fire happens at its time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_due_schedules_fires_without_waiting_for_sweeps() {
+    const COUNT: u64 = 350;
+    let server = shared_single();
+    let node = broker(vec![server.url()], 1, &unique_prefix()).await;
+    let q = QueueName::new("burst").unwrap();
+    let start = now() + 2_000;
+    for i in 0..COUNT {
+        let id = ScheduleId::new(format!("s{i}")).unwrap();
+        node.put_schedule(
+            &q,
+            &id,
+            every(start, Overlap::Skip),
+            EnqueueOptions::default(),
+        )
+        .await
+        .unwrap();
+    }
+    assert!(now() < start, "creating the schedules took too long");
+    eventually(10_000, "every first fire enqueued", || async {
+        node.get_queue(&q).await.unwrap().stats.ready >= COUNT
+    })
+    .await;
+    let took = now() - start;
+    assert!(took < 900, "{COUNT} due schedules took {took} ms to fire");
+}
