@@ -194,6 +194,7 @@ macro_rules! conformance_tests_schedules {
             schedule_fires_into_paused_queue,
             schedule_fire_written_ahead,
             schedule_written_ahead_cancelled_by_change,
+            schedule_written_ahead_moved_by_a_client,
         );
     };
     (@wall ($($how:tt)+)) => {

@@ -533,3 +533,50 @@ pub async fn schedule_written_ahead_cancelled_by_change(b: Arc<dyn Broker>) {
         "a fire time that passed while paused is not fired: {record:?}"
     );
 }
+
+/// A fire written ahead is an ordinary message, so a client may act on it
+/// by id before its time: a message moved forward (reschedule) and leased
+/// is not taken back by a pause (the pause deletes only one nobody holds),
+/// and a message cancelled by id still counts as its schedule's fire at
+/// its time (as a fire whose id was taken always did), with nothing
+/// delivered for it.
+pub async fn schedule_written_ahead_moved_by_a_client(b: Arc<dyn Broker>) {
+    let q = s::queue("schedule_written_ahead_moved_by_a_client", "q");
+    let start_at = s::now_ms() + 2_000;
+    let (moved, cancelled) = (sid("m"), sid("c"));
+    for id in [&moved, &cancelled] {
+        put_schedule(&b, &q, id, every(HOUR_MS, start_at)).await;
+        written_ahead(&b, &q, id, start_at).await;
+    }
+    let moved_fire = moved.fire_message_id(start_at);
+    let change = crate::message::Reschedule {
+        schedule: Some(crate::message::Schedule::Now),
+        priority: None,
+    };
+    s::must(b.reschedule(&q, &moved_fire, change).await, "reschedule");
+    let held = s::lease_one(&b, &q, Some(60_000)).await;
+    assert_eq!(held.id, moved_fire, "the moved fire is ready now");
+    s::must(b.set_schedule_paused(&q, &moved, true).await, "pause");
+    let m = s::get(&b, &q, &moved_fire).await;
+    assert_eq!(
+        m.state,
+        MessageState::Leased,
+        "a pause leaves a held message"
+    );
+    s::must(
+        b.ack(&q, &held.id, &held.lease_id).await,
+        "ack the moved fire",
+    );
+
+    let cancelled_fire = cancelled.fire_message_id(start_at);
+    s::must(b.cancel(&q, &cancelled_fire).await, "cancel by id");
+    let fired = collect_until(&b, &q, start_at + 1_500).await;
+    assert!(fired.is_empty(), "nothing left to deliver: {fired:?}");
+    let record = get_schedule(&b, &q, &cancelled).await;
+    assert_eq!(
+        (record.fires, record.last_fire_at, record.next_fire_at),
+        (1, Some(start_at), Some(start_at + HOUR_MS)),
+        "the cancelled fire counts at its time: {record:?}"
+    );
+    s::assert_not_found(b.get(&q, &cancelled_fire).await, "the cancelled fire");
+}
