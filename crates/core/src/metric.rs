@@ -33,12 +33,26 @@ impl Stage {
 /// Records that a message due at `deliver_at` reached `stage` at `now`
 /// (both ms since the epoch). A message taken before it was due (a
 /// beanstalkd `reserve-job` of a delayed job) is not late: not recorded.
+/// For many messages at once, [`Lateness`] looks the histogram up once.
 pub fn record_lateness(stage: Stage, now: u64, deliver_at: u64) {
-    if deliver_at > now {
-        return;
+    Lateness::of(stage).record(now, deliver_at);
+}
+
+/// One stage's lateness histogram, looked up once for a batch (a driver
+/// round, a lease call's deliveries) instead of once per message.
+pub struct Lateness(metrics::Histogram);
+
+impl Lateness {
+    pub fn of(stage: Stage) -> Self {
+        Self(metrics::histogram!(DELIVERY_LATENESS_SECONDS, "stage" => stage.label()))
     }
-    metrics::histogram!(DELIVERY_LATENESS_SECONDS, "stage" => stage.label())
-        .record((now - deliver_at) as f64 / 1000.0);
+
+    /// As [`record_lateness`].
+    pub fn record(&self, now: u64, deliver_at: u64) {
+        if deliver_at <= now {
+            self.0.record((now - deliver_at) as f64 / 1000.0);
+        }
+    }
 }
 
 /// Histogram: mutations per storage commit (group commit batch size).

@@ -171,7 +171,8 @@ impl Broker for LocalBroker {
                     });
                 }
                 let rec = state.lease_record(queue, old, lease_ms, now, tx)?;
-                state.delivery(store, queue.clone(), rec, now)
+                let leased = delayd_core::metric::Lateness::of(delayd_core::metric::Stage::Leased);
+                state.delivery(store, queue.clone(), rec, now, &leased)
             })
             .await
     }

@@ -29,15 +29,17 @@ pub(crate) struct Failure {
 
 impl State {
     /// The delivery of a record leased at `now`, payload read from the
-    /// store (its lateness recorded, `Stage::Leased`).
+    /// store (its lateness recorded in `leased`, the `Stage::Leased`
+    /// histogram the caller looked up once for its batch).
     pub fn delivery(
         &self,
         store: &Store,
         queue: QueueName,
         rec: MessageRecord,
         now: u64,
+        leased: &metric::Lateness,
     ) -> BrokerResult<Delivery> {
-        metric::record_lateness(Stage::Leased, now, rec.deliver_at);
+        leased.record(now, rec.deliver_at);
         let payload = self.payload_of(store, rec.seq)?;
         Ok(Delivery {
             key: rec.key.clone(),
@@ -78,9 +80,10 @@ impl State {
                         break;
                     }
                     Ok(leased) => {
+                        let histogram = metric::Lateness::of(Stage::Leased);
                         let deliveries = leased
                             .into_iter()
-                            .map(|(q, rec)| self.delivery(store, q, rec, now))
+                            .map(|(q, rec)| self.delivery(store, q, rec, now, &histogram))
                             .collect();
                         served.push((waiter.sender, deliveries, undurable));
                     }

@@ -144,6 +144,10 @@ impl Inner {
         tx: &mut Tx,
     ) -> Result<usize, RoundError> {
         let mut fired = 0;
+        // Looked up once a round, not per message: the stage's histogram,
+        // and the queue's (rounds are mostly one queue's).
+        let ready = metric::Lateness::of(metric::Stage::Ready);
+        let mut per_queue: Option<(delayd_core::QueueName, metrics::Histogram)> = None;
         while fired < limit {
             let Some((_seq, deadline, target)) = state.timers.poll_expired(now) else {
                 break;
@@ -162,10 +166,16 @@ impl Inner {
                 }
             };
             if state.make_ready(&queue, &id, tx) {
-                metric::record_lateness(metric::Stage::Ready, now, deadline);
+                ready.record(now, deadline);
                 let lateness = now.saturating_sub(deadline) as f64 / 1000.0;
-                metrics::histogram!(metric::FIRE_LATENESS_SECONDS, "queue" => queue.to_string())
-                    .record(lateness);
+                match &per_queue {
+                    Some((q, histogram)) if *q == queue => histogram.record(lateness),
+                    _ => {
+                        let histogram = metrics::histogram!(metric::FIRE_LATENESS_SECONDS, "queue" => queue.to_string());
+                        histogram.record(lateness);
+                        per_queue = Some((queue, histogram));
+                    }
+                }
             } else if let Err(e) = state.expire_lease(&queue, &id, deadline, now, tx) {
                 return Err(RoundError::Heal(crate::error::StoreError::Corrupt(
                     e.to_string(),

@@ -47,9 +47,10 @@ impl State {
         tx: &mut Tx,
     ) -> BrokerResult<Vec<Delivery>> {
         let leased = self.lease_ready(queues, max, lease_ms, now, tx)?;
+        let histogram = delayd_core::metric::Lateness::of(delayd_core::metric::Stage::Leased);
         leased
             .into_iter()
-            .map(|(queue, rec)| self.delivery(store, queue, rec, now))
+            .map(|(queue, rec)| self.delivery(store, queue, rec, now, &histogram))
             .collect()
     }
 

@@ -223,8 +223,9 @@ impl Inner {
         record_lateness(queue, now, fired);
         record_holds(queue, text(held)?);
         let deliveries = record::deliveries(queue, records)?;
+        let leased = metric::Lateness::of(metric::Stage::Leased);
         for delivery in &deliveries {
-            metric::record_lateness(metric::Stage::Leased, now, delivery.deliver_at);
+            leased.record(now, delivery.deliver_at);
         }
         if let Some(expiry) = deliveries.iter().map(|d| d.lease_until).min() {
             self.wake.arm(queue, shard, expiry);

@@ -204,9 +204,10 @@ pub(crate) fn record_lateness(queue: &QueueName, now: u64, fired: &[redis::Value
     }
     let histogram =
         metrics::histogram!(metric::FIRE_LATENESS_SECONDS, "queue" => queue.to_string());
+    let ready = metric::Lateness::of(metric::Stage::Ready);
     for deliver_at in fired {
         if let Ok(at) = int(deliver_at) {
-            metric::record_lateness(metric::Stage::Ready, now, at);
+            ready.record(now, at);
             histogram.record(now.saturating_sub(at) as f64 / 1_000.0);
         }
     }

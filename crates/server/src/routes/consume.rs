@@ -36,8 +36,9 @@ pub async fn lease(
     let request = lease_request(body, &state.options)?;
     let deliveries = state.broker.lease(&[queue], request).await?;
     let now = SystemClock.now_ms();
+    let answered = metric::Lateness::of(Stage::Answered);
     for delivery in &deliveries {
-        metric::record_lateness(Stage::Answered, now, delivery.deliver_at);
+        answered.record(now, delivery.deliver_at);
     }
     Ok(Json(LeasedList {
         messages: deliveries.into_iter().map(convert::leased).collect(),
