@@ -290,7 +290,14 @@ async fn fires_and_skips_are_counted() {
     }
     assert_eq!(fires, allowed + skipping.fires);
     assert_eq!(skipped, 2);
-    assert_eq!(lateness, fires);
+    // Every fire enqueued at or after its time is in the histogram; one
+    // written ahead is not late and is not (`skip` is never written ahead,
+    // `allow` usually is: its first fire 200 ms after the put, the next
+    // ones at the fire before them).
+    assert!(
+        (skipping.fires..=fires).contains(&lateness),
+        "lateness samples {lateness}, fires {fires}"
+    );
 }
 
 /// Many schedules due at one instant are fired in one go: a promote reply
