@@ -74,36 +74,39 @@ impl Inner {
             state.arm_schedule(queue, id, head(&record), now, tx);
             return Ok(());
         }
+        // The head (wake time) is planned once per record: here, then by
+        // each step's encoding.
+        let mut head = head(&record);
         for _ in 0..STEPS_PER_ROUND {
-            if !record.needs_step(now) {
+            if head.wake_at.is_none_or(|t| t > now) {
                 break;
             }
             match self.fire_step(state, &record, now, tx) {
-                Ok(next) => record = next,
+                Ok((next, next_head)) => (record, head) = (next, next_head),
                 Err(StepError::Read(e)) => {
                     // Earlier steps moved the cursor: armed for it, retried
                     // later.
-                    state.arm_schedule(queue, id, head(&record), now, tx);
+                    state.arm_schedule(queue, id, head, now, tx);
                     self.retry(state, armed.timer, queue, id, &e, now, tx);
                     return Ok(());
                 }
                 Err(StepError::Changed(e)) => return Err(e),
             }
         }
-        state.arm_schedule(queue, id, head(&record), now, tx);
+        state.arm_schedule(queue, id, head, now, tx);
         Ok(())
     }
 
     /// One firing step of a due record ([`delayd_core::fire_step`]):
     /// enqueue its fires and store the advanced record, in `tx`, absorbed
-    /// whole. Returns the advanced record.
+    /// whole. Returns the advanced record and its head.
     fn fire_step(
         &self,
         state: &mut State,
         record: &ScheduleRecord,
         now: u64,
         tx: &mut Tx,
-    ) -> Result<ScheduleRecord, StepError> {
+    ) -> Result<(ScheduleRecord, ScheduleHead), StepError> {
         let queue = &record.queue;
         // Reads first (inside the step), so that a failed read changes
         // nothing.
@@ -122,11 +125,12 @@ impl Inner {
         }
         let next = step.record;
         let key = crate::schedule_codec::schedule_key(queue, &next.id);
-        let value = crate::schedule_codec::encode_schedule(&next).map_err(StepError::Changed)?;
+        let (value, head) =
+            crate::schedule_codec::encode_schedule(&next).map_err(StepError::Changed)?;
         tx.ws.put(Space::Schedules, key, value);
         self.absorb_writes(state, tx, now);
         record_metrics(queue, &step.plan, step.messages.len(), now);
-        Ok(next)
+        Ok((next, head))
     }
 
     /// Joins `tx`'s writes to the open group, so the next step's reads see

@@ -62,11 +62,13 @@ impl ScheduleHead {
 }
 
 impl StoredSchedule {
-    pub fn from_record(record: &ScheduleRecord) -> Self {
+    /// `record` stored with `head` (its [`ScheduleHead::of`], computed
+    /// once by the caller, which arms the timer with it too).
+    fn from_record(record: &ScheduleRecord, head: ScheduleHead) -> Self {
         Self {
             revision: record.revision,
             next_fire_at: record.next_fire_at,
-            wake_at: record.wake_at(),
+            wake_at: head.wake_at,
             ahead: record.ahead,
             fires: record.fires,
             last_fire_at: record.last_fire_at,
@@ -196,8 +198,14 @@ pub(crate) fn decode_schedule_key(key: &[u8]) -> Result<(QueueName, ScheduleId),
     Ok((queue, id))
 }
 
-pub(crate) fn encode_schedule(record: &ScheduleRecord) -> Result<Vec<u8>, StoreError> {
-    codec::encode_record(&StoredSchedule::from_record(record))
+/// The stored bytes of `record`, and its head (what its timer is armed
+/// with): the wake time is planned once for both.
+pub(crate) fn encode_schedule(
+    record: &ScheduleRecord,
+) -> Result<(Vec<u8>, ScheduleHead), StoreError> {
+    let head = ScheduleHead::of(record);
+    let bytes = codec::encode_record(&StoredSchedule::from_record(record, head))?;
+    Ok((bytes, head))
 }
 
 pub(crate) fn decode_schedule(key: &[u8], value: &[u8]) -> Result<ScheduleRecord, StoreError> {
@@ -351,12 +359,13 @@ mod golden {
 
     #[test]
     fn schedule_record_bytes() {
-        let bytes = encode_schedule(&record()).expect("encode");
+        let (bytes, encoded_head) = encode_schedule(&record()).expect("encode");
         assert_eq!(hex(&bytes), SCHEDULE);
         let key = schedule_key(&record().queue, &record().id);
         assert_eq!(decode_schedule(&key, &bytes).expect("decode"), record());
         let head = decode_head(&bytes).expect("head");
         assert_eq!(head, ScheduleHead::of(&record()));
+        assert_eq!(head, encoded_head);
         assert_eq!(
             (head.revision, head.next_fire_at, head.wake_at),
             (2, Some(1_700_114_400_000), Some(1_700_114_400_000))

@@ -76,9 +76,9 @@ impl State {
         tx: &mut Tx,
     ) -> BrokerResult<()> {
         let key = schedule_codec::schedule_key(&record.queue, &record.id);
-        let value = schedule_codec::encode_schedule(record).map_err(store_err)?;
+        let (value, head) = schedule_codec::encode_schedule(record).map_err(store_err)?;
         tx.ws.put(Space::Schedules, key, value);
-        self.arm_schedule(&record.queue, &record.id, ScheduleHead::of(record), now, tx);
+        self.arm_schedule(&record.queue, &record.id, head, now, tx);
         Ok(())
     }
 

@@ -113,16 +113,15 @@ impl Inner {
     ) -> BrokerResult<(Option<(String, ScheduleRecord)>, u64)> {
         for _ in 0..MAX_ROUNDS {
             let now = self.clock.now_ms();
-            match self.read_schedule(keys, id).await? {
-                Some((json, current)) if current.settled(now).is_due(now) => {
-                    self.fire_step(queue, shard, keys, &json, &current, now)
-                        .await?;
-                }
-                stored => {
-                    let settled = stored.map(|(json, current)| (json, current.settled(now)));
-                    return Ok((settled, now));
-                }
+            let Some((json, current)) = self.read_schedule(keys, id).await? else {
+                return Ok((None, now));
+            };
+            let settled = current.settled(now);
+            if !settled.is_due(now) {
+                return Ok((Some((json, settled)), now));
             }
+            self.fire_step(queue, shard, keys, &json, &current, now)
+                .await?;
         }
         Err(too_contended("fire"))
     }
