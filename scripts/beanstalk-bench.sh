@@ -21,8 +21,16 @@
 # data directories prints the disk's own fsyncs per second and CPU per
 # fsync (append, sparse, fallocate, prezeroed file) to read beside them.
 #
+# Each run reports lateness p50, p99, p99.9 and max (client side), and for
+# delayd the server's own stages from /metrics (ready, leased, answered:
+# the share later than 2.5 ms and the bucket bounds of p50/p99/p99.9) and
+# the longest state-lock hold per call site.
+#
 # Usage: scripts/beanstalk-bench.sh [jobs]
-# Env: JOBS (200000), RATE (20000), BOUND (put phase bound, s; 60),
+# Env: PIN=1 (latency runs: every server on core 0, the client on core 1,
+#      with `taskset`; unpinned otherwise),
+#      MODES (the runs per server, in order; "max paced drain"),
+#      JOBS (200000), RATE (20000), BOUND (put phase bound, s; 60),
 #      DUE_IN (the drain's due instant, s after its start; 8),
 #      BASELINES (`all` adds beanstalkd -f0 and delayd never),
 #      DELAYD_BIN (default $CARGO_TARGET_DIR/release/delayd, built when
@@ -38,6 +46,7 @@ cd "$(dirname "$0")/.."
 JOBS=${1:-${JOBS:-200000}}
 RATE=${RATE:-20000}
 DUE_IN=${DUE_IN:-8}
+MODES=${MODES:-max paced drain}
 BOUND=${BOUND:-60}
 BASELINES=${BASELINES:-}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
@@ -99,9 +108,10 @@ run_client() {
     shift 3
     local before after line commits_before="" commits_after="" started seconds
     [ -z "$METRICS_PORT" ] || commits_before=$(commits_total "$METRICS_PORT")
+    [ -z "$METRICS_PORT" ] || metrics_snapshot "$METRICS_PORT" "$WORK/metrics.before"
     before=$(cpu_ticks "$SERVER_PID")
     started=$(now_s)
-    line=$("$CLIENT" "127.0.0.1:$port" --jobs "$JOBS" --producers 4 --consumers 4 \
+    line=$(pin 1 "$CLIENT" "127.0.0.1:$port" --jobs "$JOBS" --producers 4 --consumers 4 \
         --pipeline 64 --reserves 8 --delay-min 1 --delay-max 3 --seconds "$BOUND" \
         --label "$name" "$@")
     seconds=$(awk -v a="$started" -v b="$(now_s)" 'BEGIN { print b - a }')
@@ -110,28 +120,37 @@ run_client() {
     line="$line mode=$mode cpu_us_per_job=$(( (after - before) * 1000000 / HZ / JOBS ))"
     line="$line $(commit_figures "$commits_before" "$commits_after" "$seconds" "$((after - before))")"
     echo "$line" | tee -a "$RESULTS"
+    if [ -n "$METRICS_PORT" ]; then
+        metrics_snapshot "$METRICS_PORT" "$WORK/metrics.after"
+        stage_report "$WORK/metrics.before" "$WORK/metrics.after" | sed "s/^== /== $name $mode /"
+    fi
 }
 # serve NAME PORT: the two runs against the server started just before.
 serve_runs() {
     wait_port "$2"
-    run_client "$1" "$2" max
-    run_client "$1" "$2" paced --rate "$RATE"
-    run_client "$1" "$2" drain --due-in "$DUE_IN"
+    for mode in $MODES; do
+        case $mode in
+            max) run_client "$1" "$2" max ;;
+            paced) run_client "$1" "$2" paced --rate "$RATE" ;;
+            drain) run_client "$1" "$2" drain --due-in "$DUE_IN" ;;
+            *) echo "unknown mode $mode (MODES: max paced drain)" >&2; exit 2 ;;
+        esac
+    done
     stop_server
 }
 
-echo "jobs=$JOBS rate=$RATE load: $(cut -d' ' -f1-3 /proc/loadavg) cores: $(nproc)"
+echo "jobs=$JOBS rate=$RATE pin=${PIN:-0} load: $(cut -d' ' -f1-3 /proc/loadavg) cores: $(nproc)"
 echo "beanstalkd: $(beanstalkd -v)  delayd: $DELAYD_BIN"
 fsync_bench "$DELAYD_BIN" "$(dirname "$WORK")" "${FSYNC_WRITES:-2000}"
 
 P=$(free_port)
-beanstalkd -l 127.0.0.1 -p "$P" -z 65535 & SERVER_PID=$!
+pin 0 beanstalkd -l 127.0.0.1 -p "$P" -z 65535 & SERVER_PID=$!
 serve_runs beanstalkd-mem "$P"
 
 if [ "$BASELINES" = all ]; then
     P=$(free_port)
     mkdir "$WORK/binlog"
-    beanstalkd -l 127.0.0.1 -p "$P" -b "$WORK/binlog" -f0 & SERVER_PID=$!
+    pin 0 beanstalkd -l 127.0.0.1 -p "$P" -b "$WORK/binlog" -f0 & SERVER_PID=$!
     serve_runs beanstalkd-f0 "$P"
 fi
 
@@ -139,7 +158,7 @@ for durability in always ${BASELINES:+never}; do
     P=$(free_port)
     METRICS_PORT=$(free_port)
     mkdir "$WORK/delayd-$durability"
-    RUST_LOG=warn "$DELAYD_BIN" serve --http "127.0.0.1:$METRICS_PORT" --beanstalk "127.0.0.1:$P" \
+    RUST_LOG=warn pin 0 "$DELAYD_BIN" serve --http "127.0.0.1:$METRICS_PORT" --beanstalk "127.0.0.1:$P" \
         --data "$WORK/delayd-$durability" --durability "$durability" & SERVER_PID=$!
     wait_healthy "$METRICS_PORT" "$SERVER_PID"
     serve_runs "delayd-$durability" "$P"
@@ -159,6 +178,8 @@ function field(line, key,   re) {
     label = field(line, "label"); m = field(line, "mode")
     puts[label, m] = field(line, "puts_per_s"); dels[label, m] = field(line, "deliveries_per_s")
     p99[label, m] = field(line, "late_p99_ms"); lost[label, m] = field(line, "lost")
+    p50[label, m] = field(line, "late_p50_ms"); p999[label, m] = field(line, "late_p999_ms")
+    mx[label, m] = field(line, "late_max_ms")
     early[label, m] = field(line, "early"); dup[label, m] = field(line, "dup")
     cpu[label, m] = field(line, "cpu_us_per_job")
     cps[label, m] = field(line, "commits_per_s"); cpc[label, m] = field(line, "cpu_us_per_commit")
@@ -167,17 +188,18 @@ function field(line, key,   re) {
 }
 function ratio(a, b) { return (b > 0) ? sprintf("%.2fx", a / b) : "n/a" }
 END {
-    printf "\n%-16s %6s %9s %12s %11s %8s %9s %13s %5s %5s %4s\n", "server", "mode", "puts/s", "deliveries/s", "p99 late", "cpu/job", "commits/s", "cpu/commit", "lost", "early", "dup"
+    printf "\n%-16s %6s %9s %12s %31s %8s %9s %13s %5s %5s %4s\n", "server", "mode", "puts/s", "deliveries/s", "late p50/p99/p99.9/max (ms)", "cpu/job", "commits/s", "cpu/commit", "lost", "early", "dup"
     split("max paced drain", modes, " ")
     for (i = 1; i <= 3; i++) for (j = 1; j <= n; j++) {
         s = names[j]; m = modes[i]
         c = cpc[s, m]; c = (c == "n/a") ? c "   " : c " us"
-        printf "%-16s %6s %9s %12s %8s ms %5s us %9s %13s %5s %5s %4s\n", s, m, puts[s, m], dels[s, m], p99[s, m], cpu[s, m], cps[s, m], c, lost[s, m], early[s, m], dup[s, m]
+        lat = p50[s, m] "/" p99[s, m] "/" p999[s, m] "/" mx[s, m]
+        printf "%-16s %6s %9s %12s %31s %5s us %9s %13s %5s %5s %4s\n", s, m, puts[s, m], dels[s, m], lat, cpu[s, m], cps[s, m], c, lost[s, m], early[s, m], dup[s, m]
     }
     b = "beanstalkd-mem"
-    printf "\ndelayd-always / beanstalkd in memory: puts %s, deliveries %s (max rate); p99 lateness %s ms vs %s ms (paced)\n",
+    printf "\ndelayd-always / beanstalkd in memory: puts %s, deliveries %s (max rate); p99 / p99.9 lateness %s / %s ms vs %s / %s ms (paced)\n",
         ratio(puts["delayd-always", "max"], puts[b, "max"]), ratio(dels["delayd-always", "max"], dels[b, "max"]),
-        p99["delayd-always", "paced"], p99[b, "paced"]
+        p99["delayd-always", "paced"], p999["delayd-always", "paced"], p99[b, "paced"], p999[b, "paced"]
     printf "drain (jobs / (last delete - due instant)):"
     for (j = 1; j <= n; j++) printf " %s %s/s%s", names[j], drain[names[j], "drain"], (before[names[j], "drain"] == "true") ? "" : " (puts ran past the due instant)"
     printf "; delayd-always / beanstalkd in memory: %s\n", ratio(drain["delayd-always", "drain"], drain[b, "drain"])

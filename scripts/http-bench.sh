@@ -18,8 +18,13 @@
 # /proc/PID/stat over the run, divided by messages), its commits per second
 # and its CPU time per commit (the CPU over the run divided by the
 # delayd_commits_total delta).
+# bench's JSON line carries the lateness p50/p99/p99.9/max and the
+# server's stages; after each run, the longest state-lock hold per call
+# site (from /metrics).
 # Usage: scripts/http-bench.sh [messages]
-# Env: MESSAGES (200000), RATE (20000), PORT (17070), BASELINES,
+# Env: PIN=1 (latency runs: the server on core 0, bench on core 1, with
+#      `taskset`; unpinned otherwise),
+#      MESSAGES (200000), RATE (20000), PORT (17070), BASELINES,
 #      RUNS ("single h2 batch paced"), FSYNC_WRITES (2000),
 #      DELAYD_BIN (default: $CARGO_TARGET_DIR/release/delayd, built).
 set -euo pipefail
@@ -37,11 +42,11 @@ bin="$DELAYD_BIN"
 # The data directories' parent: where the fsync bench measures the disk.
 data_parent="${TMPDIR:-/tmp}"
 
-echo "messages=$messages rate=$rate runs=\"$runs\" load: $(cut -d' ' -f1-3 /proc/loadavg) cores: $(nproc)"
+echo "messages=$messages rate=$rate runs=\"$runs\" pin=${PIN:-0} load: $(cut -d' ' -f1-3 /proc/loadavg) cores: $(nproc)"
 fsync_bench "$bin" "$data_parent" "${FSYNC_WRITES:-2000}"
 for durability in always ${BASELINES:+never}; do
   data="$(mktemp -d -p "$data_parent")"
-  "$bin" serve --http "127.0.0.1:$port" --beanstalk off --data "$data" \
+  pin 0 "$bin" serve --http "127.0.0.1:$port" --beanstalk off --data "$data" \
     --durability "$durability" 2>/dev/null &
   pid=$!
   wait_healthy "$port" "$pid"
@@ -52,15 +57,19 @@ for durability in always ${BASELINES:+never}; do
     shift
     case " $runs " in *" $name "*) ;; *) return 0 ;; esac
     commits_before=$(commits_total "$port")
+    metrics_snapshot "$port" "$data.metrics.before"
     before=$(cpu_ticks "$pid")
     started=$(now_s)
-    line=$("$bin" bench "${common[@]}" "$@" || true)
+    line=$(pin 1 "$bin" bench "${common[@]}" "$@" || true)
     seconds=$(awk -v a="$started" -v b="$(now_s)" 'BEGIN { print b - a }')
     after=$(cpu_ticks "$pid")
     commits_after=$(commits_total "$port")
     echo "== $durability $name: $line"
     echo "== $durability $name: server cpu_us_per_message=$(( (after - before) * 1000000 / $(getconf CLK_TCK) / messages ))" \
       "$(commit_figures "$commits_before" "$commits_after" "$seconds" "$((after - before))")"
+    metrics_snapshot "$port" "$data.metrics.after"
+    stage_report "$data.metrics.before" "$data.metrics.after" | grep '^== lock' | sed "s/^== /== $durability $name /"
+    rm -f "$data.metrics.before" "$data.metrics.after"
   }
   run single --producers 64 --consumers 8 --batch 1
   run h2 --http2 --connections 4 --producers 256 --consumers 8 --batch 1

@@ -55,3 +55,67 @@ commit_figures() {
 fsync_bench() {
   "$1" fsync-bench --dir "$2" --writes "$3" --json | sed 's/^/== fsync: /'
 }
+
+# pin CORE CMD...: CMD on CPU core CORE when PIN=1 (latency runs: the
+# server on core 0, the load client on core 1, so neither steals the
+# other's CPU); CMD as it is otherwise.
+pin() {
+  local core=$1
+  shift
+  if [ "${PIN:-}" = 1 ]; then taskset -c "$core" "$@"; else "$@"; fi
+}
+
+# metrics_snapshot PORT FILE: the server's /metrics text into FILE (empty
+# when it cannot be read), to compare two readings with stage_report.
+metrics_snapshot() {
+  curl -fs "127.0.0.1:$1/metrics" >"$2" 2>/dev/null || : >"$2"
+}
+
+# stage_report BEFORE AFTER: from two /metrics snapshots, one line per
+# lateness stage (`delayd_delivery_lateness_seconds{stage}`: ready, leased,
+# answered): messages, the share later than 2.5 ms, and the bucket bounds
+# holding p50, p99 and p99.9 (a bound, not a value), plus the longest
+# state-lock hold per site (the bucket bound holding its max).
+stage_report() {
+  python3 - "$1" "$2" <<'PY'
+import re, sys
+def read(path):
+    out = {}
+    for line in open(path):
+        m = re.match(r'(delayd_delivery_lateness_seconds|delayd_state_lock_hold_seconds)_bucket\{(stage|site)="([^"]+)",le="([^"]+)"\} (\S+)', line)
+        if m:
+            out.setdefault((m.group(1), m.group(3)), []).append((float(m.group(4)), float(m.group(5))))
+    return out
+before, after = read(sys.argv[1]), read(sys.argv[2])
+def delta(key):
+    b = dict(before.get(key, []))
+    return sorted((le, c - b.get(le, 0)) for le, c in after[key])
+def bound(buckets, q):
+    total = buckets[-1][1]
+    for le, c in buckets:
+        if c >= q * total:
+            return "inf" if le == float("inf") else "%g ms" % (le * 1000)
+    return "inf"
+for stage in ("ready", "leased", "answered"):
+    key = ("delayd_delivery_lateness_seconds", stage)
+    if key not in after:
+        continue
+    buckets = delta(key)
+    total = buckets[-1][1]
+    if total <= 0:
+        continue
+    within = dict(buckets).get(0.0025, 0)
+    print("== stage %s: messages=%d later_than_2.5ms=%.3f%% p50<=%s p99<=%s p99.9<=%s"
+          % (stage, total, 100 * (total - within) / total, bound(buckets, .5), bound(buckets, .99), bound(buckets, .999)))
+for (name, site) in sorted(after):
+    if name != "delayd_state_lock_hold_seconds":
+        continue
+    buckets = delta((name, site))
+    total = buckets[-1][1]
+    if total <= 0:
+        continue
+    longest = next((le for le, c in buckets if c >= total), float("inf"))
+    over = total - dict(buckets).get(0.001, 0)
+    print("== lock %s: holds=%d over_1ms=%d longest<=%s" % (site, total, over, "inf" if longest == float("inf") else "%g ms" % (longest * 1000)))
+PY
+}

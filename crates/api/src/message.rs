@@ -6,13 +6,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ErrorBody;
 use crate::nullable;
-use crate::payload::Payload;
+use crate::payload::{self, Payload};
 
 /// One message to enqueue (`POST .../messages`, or an item of a batch).
 /// At most one of `delay_ms` and `deliver_at`; neither means "now".
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, try_from = "EnqueueWire")]
 pub struct EnqueueBody {
     /// Idempotency key `[A-Za-z0-9._:-]{1,256}`; generated when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -43,6 +43,51 @@ pub struct EnqueueBody {
     /// characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+}
+
+/// How a request carries an [`EnqueueBody`]: the payload's two keys are
+/// fields of their own here, not a flattened [`Payload`]. serde reads a
+/// flattened field from a buffer after the object, where it knows neither
+/// the object's fields (an unknown field's error could not list them) nor
+/// the key being read (a payload of the wrong type would not be named).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnqueueWire {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    payload: Option<String>,
+    #[serde(default, deserialize_with = "payload::read_base64")]
+    payload_base64: Option<Vec<u8>>,
+    #[serde(default)]
+    delay_ms: Option<u64>,
+    #[serde(default)]
+    deliver_at: Option<u64>,
+    #[serde(default)]
+    priority: Option<u32>,
+    #[serde(default, deserialize_with = "nullable::or_default")]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    max_attempts: Option<u32>,
+    #[serde(default)]
+    key: Option<String>,
+}
+
+impl TryFrom<EnqueueWire> for EnqueueBody {
+    type Error = String;
+
+    fn try_from(wire: EnqueueWire) -> Result<Self, String> {
+        Ok(Self {
+            id: wire.id,
+            payload: Payload::from_keys(wire.payload, wire.payload_base64)?,
+            delay_ms: wire.delay_ms,
+            deliver_at: wire.deliver_at,
+            priority: wire.priority,
+            headers: wire.headers,
+            max_attempts: wire.max_attempts,
+            key: wire.key,
+        })
+    }
 }
 
 impl EnqueueBody {
@@ -199,4 +244,36 @@ pub struct Message {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MessageList {
     pub messages: Vec<Message>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn read(value: serde_json::Value) -> Result<EnqueueBody, String> {
+        serde_json::from_value(value).map_err(|err| err.to_string())
+    }
+
+    /// Read through `EnqueueWire`, serde sees every field of the object:
+    /// an unknown one's error lists the known ones, and the payload's keys
+    /// are fields like any other.
+    #[test]
+    fn enqueue_body_reads_its_payload_keys_as_fields() {
+        let typo = read(json!({"payload": "p", "dealy_ms": 1})).unwrap_err();
+        assert!(
+            typo.contains("unknown field `dealy_ms`, expected one of `id`, `payload`"),
+            "{typo}"
+        );
+        let binary = read(json!({"payload_base64": "/wD+", "payload": null})).unwrap();
+        assert_eq!(binary.payload, Payload::Binary(vec![0xff, 0, 0xfe]));
+        let both = read(json!({"payload": "p", "payload_base64": "cA=="})).unwrap_err();
+        assert!(both.contains("not both"), "{both}");
+        let neither = read(json!({"id": "a"})).unwrap_err();
+        assert!(neither.contains("is required"), "{neither}");
+        let wrong = read(json!({"payload": 5})).unwrap_err();
+        assert!(wrong.starts_with("invalid type: integer `5`"), "{wrong}");
+        let body = EnqueueBody::new("p").id("a").priority(3).header("k", "v");
+        assert_eq!(read(serde_json::to_value(&body).unwrap()).unwrap(), body);
+    }
 }

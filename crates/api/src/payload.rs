@@ -131,21 +131,47 @@ impl<'de> Visitor<'de> for PayloadVisitor {
                 }
             };
             if found.replace(payload).is_some() {
-                return Err(de::Error::custom(format_args!(
-                    "give either {TEXT_KEY} or {BASE64_KEY}, not both"
-                )));
+                return Err(de::Error::custom(BOTH));
             }
         }
-        found.ok_or_else(|| {
-            de::Error::custom(format_args!("{TEXT_KEY} or {BASE64_KEY} is required"))
-        })
+        found.ok_or_else(|| de::Error::custom(NEITHER))
     }
 }
 
+/// The errors of the one-of rule, the same for both ways of reading it.
+const BOTH: &str = "give either payload or payload_base64, not both";
+const NEITHER: &str = "payload or payload_base64 is required";
+
+impl Payload {
+    /// The payload of a request body whose two keys were read as fields of
+    /// their own (`text` from `payload`, `binary` from `payload_base64`
+    /// through [`read_base64`]): exactly one must be given. `null` counts
+    /// as absent, as for every optional field of a request.
+    pub(crate) fn from_keys(text: Option<String>, binary: Option<Vec<u8>>) -> Result<Self, String> {
+        match (text, binary) {
+            (Some(text), None) => Ok(Self::Text(text)),
+            (None, Some(bytes)) => Ok(Self::Binary(bytes)),
+            (Some(_), Some(_)) => Err(BOTH.to_owned()),
+            (None, None) => Err(NEITHER.to_owned()),
+        }
+    }
+}
+
+/// Reads `payload_base64` as a field of its own, decoded (`null`: absent).
+pub(crate) fn read_base64<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<u8>>, D::Error> {
+    Option::<String>::deserialize(deserializer)?
+        .map(|encoded| decode(&encoded))
+        .transpose()
+}
+
 fn decode<E: de::Error>(encoded: &str) -> Result<Vec<u8>, E> {
-    STANDARD
-        .decode(encoded.as_bytes())
-        .map_err(|err| E::custom(format_args!("{BASE64_KEY}: {err}")))
+    STANDARD.decode(encoded.as_bytes()).map_err(|err| {
+        E::custom(format_args!(
+            "{BASE64_KEY} must be standard base64 (padded): {err}"
+        ))
+    })
 }
 
 #[cfg(feature = "openapi")]
@@ -249,7 +275,9 @@ mod tests {
         let neither = read(json!({"id": "a"}));
         assert!(neither.unwrap_err().contains("is required"));
         let bad = read(json!({"id": "a", "payload_base64": "***"}));
-        assert!(bad.unwrap_err().starts_with("payload_base64: "));
+        assert!(bad
+            .unwrap_err()
+            .starts_with("payload_base64 must be standard base64"));
         let typo = read(json!({"id": "a", "payload": "p", "dealy_ms": 1}));
         assert!(typo.unwrap_err().contains("unknown field `dealy_ms`"));
     }

@@ -2,7 +2,9 @@
 //! `PUT`, `GET`, pause and resume answer with.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
+use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::flow::{FlowBody, FlowView};
@@ -73,9 +75,46 @@ impl Default for RetryBody {
     }
 }
 
-/// `f64` cannot be a const generic, so `null` gets its own reader here.
+/// `f64` cannot be a const generic, so `null` gets its own reader here. It
+/// expects what api.md says the field is, so a value of another type is
+/// refused in those words (serde's own would say `f64`); the range itself
+/// is core's rule.
 fn multiplier_or_default<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
-    Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(DEFAULT_RETRY_MULTIPLIER))
+    struct Multiplier;
+
+    impl<'de> Visitor<'de> for Multiplier {
+        type Value = f64;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a number >= 1.0")
+        }
+
+        fn visit_f64<E: de::Error>(self, value: f64) -> Result<f64, E> {
+            Ok(value)
+        }
+
+        fn visit_u64<E: de::Error>(self, value: u64) -> Result<f64, E> {
+            Ok(value as f64)
+        }
+
+        fn visit_i64<E: de::Error>(self, value: i64) -> Result<f64, E> {
+            Ok(value as f64)
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<f64, E> {
+            Ok(DEFAULT_RETRY_MULTIPLIER)
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<f64, E> {
+            Ok(DEFAULT_RETRY_MULTIPLIER)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<f64, D::Error> {
+            deserializer.deserialize_f64(self)
+        }
+    }
+
+    deserializer.deserialize_option(Multiplier)
 }
 
 /// `push` as a `PUT` sets it.

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::nullable;
-use crate::payload::Payload;
+use crate::payload::{self, Payload};
 
 /// Default `catchup_window_ms` (one hour, api.md).
 pub const DEFAULT_CATCHUP_WINDOW_MS: u64 = 3_600_000;
@@ -53,9 +53,7 @@ impl TryFrom<String> for CatchupMode {
         match value.as_str() {
             "latest" => Ok(Self::Latest),
             "all" => Ok(Self::All),
-            _ => Err(format!(
-                "catchup: expected `latest` or `all`, got {value:?}"
-            )),
+            _ => Err(format!("catchup must be `latest` or `all`, got {value:?}")),
         }
     }
 }
@@ -66,9 +64,7 @@ impl TryFrom<String> for OverlapMode {
         match value.as_str() {
             "allow" => Ok(Self::Allow),
             "skip" => Ok(Self::Skip),
-            _ => Err(format!(
-                "overlap: expected `allow` or `skip`, got {value:?}"
-            )),
+            _ => Err(format!("overlap must be `allow` or `skip`, got {value:?}")),
         }
     }
 }
@@ -77,7 +73,7 @@ impl TryFrom<String> for OverlapMode {
 /// rules (no `id`, no `delay_ms`/`deliver_at`: the schedule sets both).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, try_from = "ScheduleMessageWire")]
 pub struct ScheduleMessageBody {
     /// Exactly one of `payload` (UTF-8, may be empty) and `payload_base64`.
     #[serde(flatten)]
@@ -98,6 +94,39 @@ pub struct ScheduleMessageBody {
     /// The flow key of each fired message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+}
+
+/// How a request carries a [`ScheduleMessageBody`]: the payload's keys as
+/// fields of their own, for the reason `EnqueueWire` gives.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScheduleMessageWire {
+    #[serde(default)]
+    payload: Option<String>,
+    #[serde(default, deserialize_with = "payload::read_base64")]
+    payload_base64: Option<Vec<u8>>,
+    #[serde(default)]
+    priority: Option<u32>,
+    #[serde(default, deserialize_with = "nullable::or_default")]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    max_attempts: Option<u32>,
+    #[serde(default)]
+    key: Option<String>,
+}
+
+impl TryFrom<ScheduleMessageWire> for ScheduleMessageBody {
+    type Error = String;
+
+    fn try_from(wire: ScheduleMessageWire) -> Result<Self, String> {
+        Ok(Self {
+            payload: Payload::from_keys(wire.payload, wire.payload_base64)?,
+            priority: wire.priority,
+            headers: wire.headers,
+            max_attempts: wire.max_attempts,
+            key: wire.key,
+        })
+    }
 }
 
 impl ScheduleMessageBody {

@@ -74,6 +74,8 @@ struct Args {
     due_in: Option<u64>,
     label: String,
     json: bool,
+    /// Print the lateness per second of due time (to stderr).
+    timeline: bool,
 }
 
 fn parse_args() -> Result<Args, BoxError> {
@@ -92,6 +94,7 @@ fn parse_args() -> Result<Args, BoxError> {
         due_in: None,
         label: String::new(),
         json: false,
+        timeline: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -115,11 +118,12 @@ fn parse_args() -> Result<Args, BoxError> {
             "--due-in" => args.due_in = Some(value(&arg)?.parse()?),
             "--label" => args.label = value(&arg)?,
             "--json" => args.json = true,
+            "--timeline" => args.timeline = true,
             "-h" | "--help" => {
                 println!(
                     "usage: compare ADDR [--jobs N] [--producers N] [--consumers N] \
                      [--pipeline K] [--reserves R] [--rate N] [--delay-min S] [--delay-max S] [--seconds S] \
-                     [--early-tolerance-ms MS] [--due-in S] [--label NAME] [--json]"
+                     [--early-tolerance-ms MS] [--due-in S] [--label NAME] [--json] [--timeline]"
                 );
                 std::process::exit(0);
             }
@@ -186,6 +190,8 @@ struct ConsumerStats {
     first_recv_us: Option<u64>,
     last_delete_us: u64,
     lateness_us: Vec<i64>,
+    /// (due time in µs since the start, lateness in µs) per delivery.
+    timeline: Vec<(u64, i64)>,
 }
 
 #[tokio::main]
@@ -248,6 +254,7 @@ async fn main() -> Result<(), BoxError> {
                 };
                 gets.last_delete_us = gets.last_delete_us.max(s.last_delete_us);
                 gets.lateness_us.extend(s.lateness_us);
+                gets.timeline.extend(s.timeline);
             }
             Err(e) => errors.push(format!("consumer: {e}")),
         }
@@ -267,6 +274,9 @@ async fn main() -> Result<(), BoxError> {
     let puts_per_s = rate(puts.inserted, put_secs);
     let deliveries_per_s = rate(gets.delivered, get_secs);
     let late = Percentiles::of(&mut gets.lateness_us);
+    if args.timeline {
+        print_timeline(&mut gets.timeline);
+    }
     let rtt = Percentiles::of(&mut puts.rtt_us);
     // Drain: from the instant every job was due at the earliest.
     let (drain_per_s, puts_before_due) = match args.due_in {
@@ -287,7 +297,7 @@ async fn main() -> Result<(), BoxError> {
              \"inserted\":{ins},\"delivered\":{del},\"lost\":{lost},\"duplicates\":{dup},\
              \"foreign\":{foreign},\"early\":{early},\"put_seconds\":{ps:.3},\
              \"delivery_seconds\":{gs:.3},\"puts_per_s\":{pr:.0},\"deliveries_per_s\":{dr:.0},\
-             \"lateness_ms\":{{\"p50\":{l50:.2},\"p99\":{l99:.2},\"max\":{lmax:.2},\"min\":{lmin:.2}}},\
+             \"lateness_ms\":{{\"p50\":{l50:.2},\"p99\":{l99:.2},\"p999\":{l999:.2},\"max\":{lmax:.2},\"min\":{lmin:.2}}},\
              \"put_rtt_ms\":{{\"p50\":{r50:.2},\"p99\":{r99:.2},\"max\":{rmax:.2}}},\
              \"drain_per_s\":{drain_per_s:.0},\"puts_before_due\":{puts_before_due},\
              \"timed_out\":{timed_out},\"errors\":{errors:?}}}",
@@ -312,6 +322,7 @@ async fn main() -> Result<(), BoxError> {
             dr = deliveries_per_s,
             l50 = late.p50,
             l99 = late.p99,
+            l999 = late.p999,
             lmax = late.max,
             lmin = late.min,
             r50 = rtt.p50,
@@ -322,7 +333,7 @@ async fn main() -> Result<(), BoxError> {
         println!(
             "label={} pipeline={} reserves={} jobs={} inserted={} delivered={} lost={} dup={} early={} \
              puts_per_s={:.0} deliveries_per_s={:.0} late_p50_ms={:.2} late_p99_ms={:.2} \
-             late_max_ms={:.2} late_min_ms={:.2} put_rtt_p99_ms={:.2} put_s={:.2} delivery_s={:.2} \
+             late_p999_ms={:.2} late_max_ms={:.2} late_min_ms={:.2} put_rtt_p99_ms={:.2} put_s={:.2} delivery_s={:.2} \
              drain_per_s={:.0} puts_before_due={} timed_out={}{}",
             args.label,
             args.pipeline,
@@ -337,6 +348,7 @@ async fn main() -> Result<(), BoxError> {
             deliveries_per_s,
             late.p50,
             late.p99,
+            late.p999,
             late.max,
             late.min,
             rtt.p99,
@@ -359,9 +371,29 @@ async fn main() -> Result<(), BoxError> {
 }
 
 /// Exact percentiles in milliseconds of microsecond samples.
+/// Lateness per second of due time, to stderr: where in the run the late
+/// deliveries were.
+fn print_timeline(timeline: &mut [(u64, i64)]) {
+    timeline.sort_unstable_by_key(|(due, _)| *due);
+    for second in timeline.chunk_by(|a, b| a.0 / 1_000_000 == b.0 / 1_000_000) {
+        let mut late: Vec<i64> = second.iter().map(|(_, l)| *l).collect();
+        let p = Percentiles::of(&mut late);
+        eprintln!(
+            "due_s={} jobs={} late_p50_ms={:.2} late_p99_ms={:.2} late_p999_ms={:.2} late_max_ms={:.2}",
+            second[0].0 / 1_000_000,
+            second.len(),
+            p.p50,
+            p.p99,
+            p.p999,
+            p.max
+        );
+    }
+}
+
 struct Percentiles {
     p50: f64,
     p99: f64,
+    p999: f64,
     max: f64,
     min: f64,
 }
@@ -372,6 +404,7 @@ impl Percentiles {
             return Self {
                 p50: 0.0,
                 p99: 0.0,
+                p999: 0.0,
                 max: 0.0,
                 min: 0.0,
             };
@@ -384,6 +417,7 @@ impl Percentiles {
         Self {
             p50: at(0.50),
             p99: at(0.99),
+            p999: at(0.999),
             max: samples[samples.len() - 1] as f64 / 1e3,
             min: samples[0] as f64 / 1e3,
         }
@@ -572,6 +606,7 @@ impl ConsumerStats {
                     self.early += 1;
                 }
                 self.lateness_us.push(lateness);
+                self.timeline.push((send_us + delay * 1_000_000, lateness));
             }
             _ => self.foreign += 1,
         }

@@ -349,17 +349,42 @@ impl Connection {
     }
 
     /// `count` pipelined reserves: each broker lease answers as many as
-    /// jobs are ready; replies go out before every wait.
+    /// jobs are ready. Replies that no commit holds back go out before the
+    /// wait, and the held ones as their commits settle while the reserve
+    /// waits: the reserve waits in the broker's line from the start, not
+    /// behind the commits of the replies before it (their order on the wire
+    /// stays: its own reply goes after them).
     async fn reserve(&mut self, timeout: Option<u32>, count: u32) -> io::Result<bool> {
         let mut remaining = count;
         while remaining > 0 {
-            self.flush().await?;
+            self.write_ready().await?;
             let cap = self.decoder.max_frame();
-            let interrupted = interrupted(&mut self.reader, &mut self.input, cap, &mut self.stop);
-            let answered = self
-                .session
-                .reserve(timeout, remaining, interrupted, &mut self.output)
-                .await;
+            let mut reply = Vec::new();
+            let Self {
+                reader,
+                writer,
+                input,
+                output,
+                gates,
+                session,
+                stop,
+                ..
+            } = self;
+            let answered = {
+                let interrupted = interrupted(reader, input, cap, stop);
+                let reserve = session.reserve(timeout, remaining, interrupted, &mut reply);
+                tokio::pin!(reserve);
+                loop {
+                    tokio::select! {
+                        answered = &mut reserve => break answered,
+                        opened = next_gate(gates) => {
+                            opened?;
+                            write_ready(writer, output, gates).await?;
+                        }
+                    }
+                }
+            };
+            self.output.extend_from_slice(&reply);
             match answered {
                 Some(answered) => remaining = remaining.saturating_sub(answered),
                 None => return Ok(false),
@@ -394,19 +419,26 @@ impl Connection {
     /// Writes the replies no commit holds back (those before the first
     /// gate).
     async fn write_ready(&mut self) -> io::Result<()> {
-        let ready = self
-            .gates
-            .front()
-            .map_or(self.output.len(), |(start, _)| *start);
-        if ready > 0 {
-            self.writer.write_all(&self.output[..ready]).await?;
-            self.output.drain(..ready);
-            for (start, _) in &mut self.gates {
-                *start -= ready;
-            }
-        }
-        Ok(())
+        write_ready(&mut self.writer, &mut self.output, &mut self.gates).await
     }
+}
+
+/// Writes the replies in `output` that no commit holds back (those before
+/// the first gate).
+async fn write_ready(
+    writer: &mut tokio::net::tcp::OwnedWriteHalf,
+    output: &mut Vec<u8>,
+    gates: &mut VecDeque<(usize, Settling)>,
+) -> io::Result<()> {
+    let ready = gates.front().map_or(output.len(), |(start, _)| *start);
+    if ready > 0 {
+        writer.write_all(&output[..ready]).await?;
+        output.drain(..ready);
+        for (start, _) in gates.iter_mut() {
+            *start -= ready;
+        }
+    }
+    Ok(())
 }
 
 /// What ended a connection's wait for input.

@@ -98,6 +98,26 @@ struct Cli {
     log_format: logging::LogFormat,
 }
 
+/// The grammar `main` parses: [`Cli`]'s, with a negative number read as the
+/// value of the option before it (`--key-concurrency -1`), so that the
+/// value's own check answers it, naming the option and its range, instead
+/// of clap's "unexpected argument '-1' found". No option has a short name,
+/// so a token such as `-1` can mean nothing else.
+fn command() -> clap::Command {
+    fn numbers_as_values(command: clap::Command) -> clap::Command {
+        command
+            .mut_args(|arg| {
+                if arg.get_action().takes_values() {
+                    arg.allow_negative_numbers(true)
+                } else {
+                    arg
+                }
+            })
+            .mut_subcommands(numbers_as_values)
+    }
+    numbers_as_values(Cli::command())
+}
+
 /// Options every client subcommand takes (flattened into each one rather
 /// than global, because `serve` has a `--token` of its own).
 #[derive(Debug, Clone, Args)]
@@ -201,7 +221,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Schedule(command) => schedule::run(command).await,
         Command::Import(command) => import::run(command).await,
         Command::Check(args) => check::run(args).await,
-        Command::Completions(args) => completions::run(args, Cli::command()),
+        Command::Completions(args) => completions::run(args, command()),
     }
 }
 
@@ -253,7 +273,7 @@ fn describe(err: &anyhow::Error) -> String {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
+    let matches = command().get_matches();
     let json = output::wants_json(&matches);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
     let runtime = match tokio::runtime::Builder::new_multi_thread()

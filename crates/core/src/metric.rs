@@ -55,6 +55,30 @@ impl Lateness {
     }
 }
 
+/// Histogram, seconds: how long a `LocalBroker` call held its state lock,
+/// by label `site` (`call`, `read`, `lease`, `pipeline`, `driver`,
+/// `commit`, `inspect`). Every other call waits meanwhile.
+pub const STATE_LOCK_HOLD_SECONDS: &str = "delayd_state_lock_hold_seconds";
+/// Histogram, seconds: how long a `LocalBroker` call waited for its state
+/// lock, by label `site` (0 when it was free).
+pub const STATE_LOCK_WAIT_SECONDS: &str = "delayd_state_lock_wait_seconds";
+
+/// Histogram, seconds: one round of `LocalBroker`'s timer driver that did
+/// something (fired timers or handed messages to waiting lease calls),
+/// from taking the state lock to handing out, the wait for the lock
+/// included.
+pub const DRIVER_ROUND_SECONDS: &str = "delayd_driver_round_seconds";
+/// Histogram: timers one driver round fired (messages made ready, leases
+/// expired, schedules fired, flow holds ended).
+pub const DRIVER_ROUND_FIRED: &str = "delayd_driver_round_fired";
+/// Histogram: messages one driver round handed to waiting lease calls.
+pub const DRIVER_ROUND_HANDED: &str = "delayd_driver_round_handed";
+/// Histogram, seconds: the phases of one `LocalBroker` commit group, by
+/// label `phase`: `open` (from the group's first write to its close),
+/// `write` (the engine batch, outside the state lock), `fsync` (the
+/// journal's, `always` only) and `publish` (waking the group's callers).
+pub const COMMIT_PHASE_SECONDS: &str = "delayd_commit_phase_seconds";
+
 /// Histogram: mutations per storage commit (group commit batch size).
 pub const COMMIT_BATCH_SIZE: &str = "delayd_commit_batch_size";
 /// Histogram, seconds: one storage commit including its fsync.

@@ -67,7 +67,7 @@ pub enum PipelinedResult {
 /// Whether a pipeline stops after a lease of `max` that answered `leased`:
 /// it leased fewer than `max` (or failed), so called one by one, what
 /// follows would run only after that lease had waited.
-pub fn stops_after_lease(leased: &BrokerResult<Vec<Delivery>>, max: u32) -> bool {
+pub fn stops_after_lease<T>(leased: &BrokerResult<Vec<T>>, max: u32) -> bool {
     leased.as_ref().map_or(true, |got| got.len() < max as usize)
 }
 

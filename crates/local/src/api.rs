@@ -21,7 +21,7 @@ impl Broker for LocalBroker {
     ) -> BrokerResult<(Upsert, QueueInfo)> {
         self.inner
             .write(|state, _, now, tx| {
-                let current = state.queues.get(queue).map(|q| q.record.config.clone());
+                let current = state.queues.get(queue).map(|q| q.config().clone());
                 let upsert = if current.is_some() {
                     Upsert::Updated
                 } else {
@@ -30,7 +30,7 @@ impl Broker for LocalBroker {
                 let config = patch.resolve(current.as_ref())?;
                 let flow_changed = current.as_ref().is_some_and(|c| c.flow != config.flow);
                 match state.queues.contains_key(queue) {
-                    true => state.queue_mut(queue, tx)?.record.config = config,
+                    true => state.queue_mut(queue, tx)?.set_config(config),
                     false => state.create_queue(queue, config, tx),
                 }
                 if flow_changed {
@@ -65,10 +65,7 @@ impl Broker for LocalBroker {
                         state.remove(queue, &rec, tx)?;
                     }
                 }
-                state.queue_mut(queue, tx)?;
-                state.queues.remove(queue);
-                state.waiters.drop_queue(queue);
-                Ok(())
+                state.drop_queue(queue, tx)
             })
             .await
     }
@@ -76,7 +73,9 @@ impl Broker for LocalBroker {
     async fn pause(&self, queue: &QueueName, until: Option<u64>) -> BrokerResult<QueueInfo> {
         self.inner
             .write(|state, _, now, tx| {
-                state.queue_mut(queue, tx)?.record.paused_until = Some(until.unwrap_or(u64::MAX));
+                state
+                    .queue_mut(queue, tx)?
+                    .set_paused_until(Some(until.unwrap_or(u64::MAX)));
                 Ok(state.queue(queue)?.info(queue, now))
             })
             .await
@@ -85,7 +84,7 @@ impl Broker for LocalBroker {
     async fn resume(&self, queue: &QueueName) -> BrokerResult<QueueInfo> {
         self.inner
             .write(|state, _, now, tx| {
-                state.queue_mut(queue, tx)?.record.paused_until = None;
+                state.queue_mut(queue, tx)?.set_paused_until(None);
                 tx.note_ready(queue);
                 Ok(state.queue(queue)?.info(queue, now))
             })
@@ -160,7 +159,8 @@ impl Broker for LocalBroker {
         lease_ms: Option<u64>,
     ) -> BrokerResult<Delivery> {
         delayd_core::check_lease_ms(lease_ms)?;
-        self.inner
+        let leased = self
+            .inner
             .write(|state, store, now, tx| {
                 let old = state.lookup_existing(store, queue, id)?;
                 if old.state == MessageState::Leased {
@@ -172,9 +172,15 @@ impl Broker for LocalBroker {
                 }
                 let rec = state.lease_record(queue, old, lease_ms, now, tx)?;
                 let leased = delayd_core::metric::Lateness::of(delayd_core::metric::Stage::Leased);
-                state.delivery(store, queue.clone(), rec, now, &leased)
+                state.delivery(queue.clone(), rec, now, &leased)
             })
-            .await
+            .await?;
+        crate::consume::fill(&self.inner.store, vec![leased])?
+            .pop()
+            .ok_or_else(|| BrokerError::MessageNotFound {
+                queue: queue.clone(),
+                id: id.clone(),
+            })
     }
 
     async fn ack(&self, queue: &QueueName, id: &MessageId, lease: &LeaseId) -> BrokerResult<()> {

@@ -2,13 +2,13 @@
 //! commit, wait for durability), and shutdown.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use delayd_core::{BrokerError, BrokerResult, Clock};
 use tokio::sync::{watch, Notify};
 
-use crate::sync::StateCell;
+use crate::lock::{Site, StateCell, StateGuard};
 use tokio::task::JoinHandle;
 
 use crate::config::LocalConfig;
@@ -145,7 +145,7 @@ impl LocalBroker {
     }
 
     pub fn store_stats(&self) -> StoreStats {
-        let waiting_leases = self.inner.lock_state().waiters.len() as u64;
+        let waiting_leases = self.inner.lock_state(Site::Inspect).waiters.len() as u64;
         StoreStats {
             commits: self.inner.syncer.commits(),
             fsyncs: self.inner.syncer.fsyncs(),
@@ -175,7 +175,7 @@ impl LocalBroker {
     }
 
     pub fn messages_in_memory(&self) -> usize {
-        let state = self.inner.lock_state();
+        let state = self.inner.lock_state(Site::Inspect);
         state.queues.values().map(|q| q.messages.len()).sum()
     }
 
@@ -208,8 +208,8 @@ impl Drop for LocalBroker {
 use delayd_core::poison::lock;
 
 impl Inner {
-    pub fn lock_state(&self) -> MutexGuard<'_, State> {
-        self.cell.lock()
+    pub fn lock_state(&self, site: Site) -> StateGuard<'_> {
+        self.cell.lock(site)
     }
 
     /// A failed engine write seen outside the sync thread: writes are
@@ -244,13 +244,19 @@ impl Inner {
     /// the same group), adds the writes to the open commit group, hands the
     /// waiting calls their deliveries, and wakes the sync thread and the
     /// driver if needed. Returns the ticket to wait on.
-    pub fn absorb_locked(&self, state: &mut State, mut tx: Tx, now: u64) -> u64 {
+    pub fn absorb_locked(&self, state: &mut State, tx: Tx, now: u64) -> u64 {
+        self.absorb_counted(state, tx, now).0
+    }
+
+    /// [`absorb_locked`](Self::absorb_locked), also returning how many
+    /// messages were handed to waiting lease calls.
+    pub fn absorb_counted(&self, state: &mut State, mut tx: Tx, now: u64) -> (u64, usize) {
         // Flow keys and queues the call changed: heads promoted, holds
         // timed, waiters noted, before the waiters are served.
         state.refresh_flow(now, &mut tx);
         let ready_queues = std::mem::take(&mut tx.ready_queues);
         let wake_driver = tx.wake_driver;
-        let was_needed = state.sync_needed;
+        let was_needed = state.groups.sync_needed();
         // The call's writes join the group first: a waiter served below
         // may be handed a message this very call enqueued, and reads its
         // payload from the group.
@@ -259,12 +265,16 @@ impl Inner {
         if !ready_queues.is_empty() {
             let mut serving = Tx::default();
             serving.ready_queues = ready_queues;
-            served = state.serve_waiters(&self.store, now, &mut serving);
+            served = state.serve_waiters(now, &mut serving);
             ticket = state.absorb(serving);
         }
-        if state.sync_needed && !was_needed {
+        if state.groups.sync_needed() && !was_needed {
             self.cell.notify_sync();
         }
+        let handed = served
+            .iter()
+            .map(|(_, deliveries, _)| deliveries.as_ref().map_or(0, Vec::len))
+            .sum();
         for (sender, deliveries, undurable) in served {
             // A caller that left in the meantime loses nothing: its leases
             // run out and the messages come back (at-least-once).
@@ -274,7 +284,7 @@ impl Inner {
         if wake_driver {
             self.driver_wake.notify_one();
         }
-        ticket
+        (ticket, handed)
     }
 
     /// The skeleton of every changing call: lock, change, join the commit
@@ -285,13 +295,13 @@ impl Inner {
     ) -> BrokerResult<T> {
         self.check_writable()?;
         let (out, ticket, backlog) = {
-            let mut state = self.lock_state();
+            let mut state = self.lock_state(Site::Call);
             let now = self.clock.now_ms();
             self.catch_up(&mut state, now)?;
             let mut tx = Tx::default();
             let out = change(&mut state, &self.store, now, &mut tx);
             let ticket = self.absorb_locked(&mut state, tx, now);
-            (out, ticket, state.pending.len())
+            (out, ticket, state.groups.backlog())
         };
         self.wait_for(ticket, backlog).await?;
         out
@@ -315,7 +325,7 @@ impl Inner {
         if self.is_stopping() {
             return Err(BrokerError::unavailable("broker is shut down"));
         }
-        let mut state = self.lock_state();
+        let mut state = self.lock_state(Site::Read);
         let now = self.clock.now_ms();
         self.catch_up(&mut state, now)?;
         view(&state, &self.store, now)
@@ -330,7 +340,7 @@ impl Inner {
         if self.is_stopping() {
             return Err(BrokerError::unavailable("broker is shut down"));
         }
-        let mut state = self.lock_state();
+        let mut state = self.lock_state(Site::Read);
         let now = self.clock.now_ms();
         self.catch_up(&mut state, now)?;
         state.flush_pending(&self.store).map_err(|e| {

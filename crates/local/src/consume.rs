@@ -6,15 +6,65 @@ use delayd_core::{
     Nack, QueueName,
 };
 
-use crate::codec::MessageRecord;
+use crate::codec::{self, MessageRecord};
+use crate::messages::store_err;
 use crate::state::{State, Tx};
-use crate::store::Store;
+use crate::store::{Space, Store};
 use crate::waiters::HandOff;
 
 /// Deliveries (or the failure) for a waiting lease call, sent once the
 /// call's group is known, and whether they must wait for its fsync (see
 /// [`crate::state::Tx::reads_undurable`]).
-pub(crate) type Serving = (HandOff, BrokerResult<Vec<Delivery>>, bool);
+pub(crate) type Serving = (HandOff, BrokerResult<Vec<Leased>>, bool);
+
+/// A delivery made under the state lock, whose payload is read after the
+/// lock is released: no engine read delays the other calls (a lease of
+/// thousands of messages read each payload under the lock).
+pub(crate) struct Leased {
+    delivery: Delivery,
+    payload: PayloadAt,
+}
+
+/// Where a leased message's payload is.
+enum PayloadAt {
+    /// Taken from the open group or the group in flight (under the lock:
+    /// those are released with it).
+    Held(Vec<u8>),
+    /// In the engine, under the delivery's seq. A payload is written once
+    /// and only ever deleted, so reading it later reads the same bytes.
+    Engine,
+}
+
+impl Leased {
+    /// The delivery with its payload, read from the engine if need be
+    /// (outside the state lock). `None` when the message ended between its
+    /// lease and this read (cancelled, or its queue deleted): its lease is
+    /// void, and handing it out would deliver a message that is gone.
+    fn fill(self, store: &Store) -> BrokerResult<Option<Delivery>> {
+        let Leased {
+            mut delivery,
+            payload,
+        } = self;
+        delivery.payload = match payload {
+            PayloadAt::Held(payload) => payload,
+            PayloadAt::Engine => match store.payload(delivery.seq).map_err(store_err)? {
+                Some((_, payload)) => payload,
+                None => return Ok(None),
+            },
+        };
+        Ok(Some(delivery))
+    }
+}
+
+/// The deliveries of a lease, their payloads read outside the state lock
+/// (see [`Leased`]).
+pub(crate) fn fill(store: &Store, leased: Vec<Leased>) -> BrokerResult<Vec<Delivery>> {
+    let mut out = Vec::with_capacity(leased.len());
+    for one in leased {
+        out.extend(one.fill(store)?);
+    }
+    Ok(out)
+}
 
 /// How a delivery failed.
 pub(crate) struct Failure {
@@ -28,20 +78,27 @@ pub(crate) struct Failure {
 }
 
 impl State {
-    /// The delivery of a record leased at `now`, payload read from the
-    /// store (its lateness recorded in `leased`, the `Stage::Leased`
-    /// histogram the caller looked up once for its batch).
+    /// The delivery of a record leased at `now`, its payload to be read
+    /// after the lock is released (its lateness recorded in `leased`, the
+    /// `Stage::Leased` histogram the caller looked up once for its batch).
     pub fn delivery(
         &self,
-        store: &Store,
         queue: QueueName,
         rec: MessageRecord,
         now: u64,
         leased: &metric::Lateness,
-    ) -> BrokerResult<Delivery> {
+    ) -> BrokerResult<Leased> {
         leased.record(now, rec.deliver_at);
-        let payload = self.payload_of(store, rec.seq)?;
-        Ok(Delivery {
+        let payload = match self.overlay(Space::Payloads, &codec::seq_key(rec.seq)) {
+            Some(Some(value)) => {
+                let (_, payload) = codec::decode_payload(value).map_err(store_err)?;
+                PayloadAt::Held(payload.to_vec())
+            }
+            // Deleted in a group not yet written: the message has none.
+            Some(None) => PayloadAt::Held(Vec::new()),
+            None => PayloadAt::Engine,
+        };
+        let delivery = Delivery {
             key: rec.key.clone(),
             queue,
             id: rec.id,
@@ -52,15 +109,16 @@ impl State {
             deliver_at: rec.deliver_at,
             priority: rec.priority,
             headers: rec.headers,
-            payload,
-        })
+            payload: Vec::new(),
+        };
+        Ok(Leased { delivery, payload })
     }
 
     /// Leases the messages that became ready in this call (`tx.ready_queues`)
     /// to the calls waiting on their queues, longest-waiting first, each up
     /// to its `max`. Runs under the lock before the call's writes join the
     /// commit group, so the leases are in the same group.
-    pub fn serve_waiters(&mut self, store: &Store, now: u64, tx: &mut Tx) -> Vec<Serving> {
+    pub fn serve_waiters(&mut self, now: u64, tx: &mut Tx) -> Vec<Serving> {
         let queues = std::mem::take(&mut tx.ready_queues);
         let mut served = Vec::new();
         for queue in &queues {
@@ -83,7 +141,7 @@ impl State {
                         let histogram = metric::Lateness::of(Stage::Leased);
                         let deliveries = leased
                             .into_iter()
-                            .map(|(q, rec)| self.delivery(store, q, rec, now, &histogram))
+                            .map(|(q, rec)| self.delivery(q, rec, now, &histogram))
                             .collect();
                         served.push((waiter.sender, deliveries, undurable));
                     }
@@ -103,7 +161,7 @@ impl State {
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<MessageRecord> {
-        let config_lease = self.queue(queue)?.record.config.lease_ms;
+        let config_lease = self.queue(queue)?.config().lease_ms;
         let lease_ms = lease_ms.or(old.lease_ms).unwrap_or(config_lease);
         tx.reads_undurable |= self.write_pending(queue, &old.id);
         self.flow_take(queue, &old, now);
@@ -225,7 +283,7 @@ impl State {
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<()> {
-        let config = self.queue(queue)?.record.config.clone();
+        let config = self.queue(queue)?.config().clone();
         let Some(flow) = &config.flow else {
             return Err(BrokerError::InvalidArgument(format!(
                 "defer: queue {queue} has no flow control (set its flow to defer deliveries)"
@@ -274,7 +332,7 @@ impl State {
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<()> {
-        let config = self.queue(queue)?.record.config.clone();
+        let config = self.queue(queue)?.config().clone();
         let mut new = old.clone();
         new.lease_until = None;
         new.lease_id = None;
@@ -350,7 +408,7 @@ impl State {
         tx: &mut Tx,
     ) -> BrokerResult<u64> {
         let old = self.check_lease(store, queue, id, lease)?;
-        let config_lease = self.queue(queue)?.record.config.lease_ms;
+        let config_lease = self.queue(queue)?.config().lease_ms;
         let lease_ms = lease_ms.or(old.lease_ms).unwrap_or(config_lease);
         let mut new = old.clone();
         let until = now.saturating_add(lease_ms);

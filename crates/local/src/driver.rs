@@ -25,13 +25,17 @@ use delayd_core::{metric, BrokerError, BrokerResult};
 
 use crate::broker::Inner;
 use crate::codec;
+use crate::lock::Site;
 use crate::state::{State, TimerTarget, Tx};
 use crate::store::Store;
 
 /// Longest wait between looks at the wall clock.
 pub(crate) const MAX_SLEEP: Duration = Duration::from_millis(100);
-/// Timers fired per lock hold, so that calls are not starved.
-const FIRE_BATCH: usize = 4096;
+/// Timers fired per lock hold. Each round ends by serving the waiting
+/// lease calls, so a waiter gets its message after at most this many
+/// firings, and no round holds the state lock for long (4,096 per round
+/// held it for tens of milliseconds in a burst; docs/BENCHMARKS.md).
+const FIRE_BATCH: usize = 256;
 /// `due` entries loaded per lock hold.
 pub(crate) const LOAD_BATCH: usize = 4096;
 
@@ -97,7 +101,8 @@ impl Inner {
     /// One round: fire what is due, load the horizon. True when work is
     /// left over for an immediate next round.
     fn drive_once(&self) -> Result<bool, RoundError> {
-        let mut state = self.lock_state();
+        let started = std::time::Instant::now();
+        let mut state = self.lock_state(Site::Driver);
         let now = self.clock.now_ms();
         let mut tx = Tx::default();
         let fired = self.fire_due(&mut state, now, FIRE_BATCH, &mut tx)?;
@@ -125,12 +130,19 @@ impl Inner {
         for queue in &unpaused {
             tx.note_ready(queue);
         }
-        self.absorb_locked(&mut state, tx, now);
+        let (_, handed) = self.absorb_counted(&mut state, tx, now);
+        drop(state);
+        if fired > 0 || handed > 0 {
+            metrics::histogram!(metric::DRIVER_ROUND_SECONDS)
+                .record(started.elapsed().as_secs_f64());
+            metrics::histogram!(metric::DRIVER_ROUND_FIRED).record(fired as f64);
+            metrics::histogram!(metric::DRIVER_ROUND_HANDED).record(handed as f64);
+        }
         Ok(fired == FIRE_BATCH || more_to_load)
     }
 
     fn next_wait(&self) -> Duration {
-        self.lock_state().timers.next_wait(MAX_SLEEP)
+        self.lock_state(Site::Driver).timers.next_wait(MAX_SLEEP)
     }
 
     /// Fires up to `limit` timers due at `now`, in (deadline, seq) order:
@@ -189,7 +201,7 @@ impl Inner {
     /// (the driver, which keeps the horizon loaded well ahead, has fallen
     /// behind), so that their timers are there to fire.
     fn load_due(&self, state: &mut State, now: u64, tx: &mut Tx) -> Result<(), RoundError> {
-        while state.loaded.0 <= now {
+        while state.horizon.behind(now) {
             state.flush_pending(&self.store).map_err(RoundError::Heal)?;
             let more = load_horizon_step(state, &self.store, now, self.horizon_ms, tx)
                 .map_err(RoundError::Read)?;
@@ -252,18 +264,60 @@ pub(crate) fn load_horizon_step(
     }
 }
 
-/// Where the stretch being loaded ends, if the horizon needs loading
-/// (a stretch is under way, or less than half the horizon is loaded).
-fn horizon_target(state: &mut State, now: u64, horizon_ms: u64) -> Option<u64> {
-    match state.loading_to {
-        Some(target) => Some(target),
-        None if state.loaded.0 <= now.saturating_add(horizon_ms / 2) => {
-            let target = now.saturating_add(horizon_ms);
-            state.loading_to = Some(target);
-            Some(target)
-        }
-        None => None,
+/// Which scheduled messages are in memory: those whose (deliver_at, seq)
+/// is below the watermark; the others are on disk only, in the `due`
+/// index, until the loader reaches them. The watermark only moves forward,
+/// by whole chunks of the `due` index loaded in order.
+#[derive(Default)]
+pub(crate) struct Horizon {
+    /// The watermark.
+    loaded: (u64, u64),
+    /// Where the stretch being loaded ends (None: not loading).
+    loading_to: Option<u64>,
+}
+
+impl Horizon {
+    /// Whether a scheduled message due at (`deliver_at`, `seq`) belongs in
+    /// memory.
+    pub fn holds(&self, deliver_at: u64, seq: u64) -> bool {
+        (deliver_at, seq) < self.loaded
     }
+
+    /// Whether messages due by `now` may still be on disk only (the loader
+    /// fell behind).
+    fn behind(&self, now: u64) -> bool {
+        self.loaded.0 <= now
+    }
+
+    /// Where the stretch being loaded ends, if the horizon needs loading
+    /// (a stretch is under way, or less than half the horizon is loaded).
+    fn target(&mut self, now: u64, horizon_ms: u64) -> Option<u64> {
+        match self.loading_to {
+            Some(target) => Some(target),
+            None if self.loaded.0 <= now.saturating_add(horizon_ms / 2) => {
+                let target = now.saturating_add(horizon_ms);
+                self.loading_to = Some(target);
+                Some(target)
+            }
+            None => None,
+        }
+    }
+
+    /// The message at (`deliver_at`, `seq`) of the `due` index was loaded.
+    fn loaded_through(&mut self, deliver_at: u64, seq: u64) {
+        self.loaded = (deliver_at, seq.saturating_add(1));
+    }
+
+    /// The stretch ending at `target` is loaded whole.
+    fn finished(&mut self, target: u64) {
+        self.loaded = self.loaded.max((target, 0));
+        self.loading_to = None;
+    }
+}
+
+/// Where the stretch being loaded ends, if the horizon needs loading.
+fn horizon_target(state: &mut State, now: u64, horizon_ms: u64) -> Option<u64> {
+    state.horizon.target(now, horizon_ms)
 }
 
 /// Loads up to [`LOAD_BATCH`] messages of the stretch ending at `target`.
@@ -276,17 +330,16 @@ fn load_horizon_chunk(
 ) -> Result<bool, crate::error::StoreError> {
     // The scan must see the open group's `due` writes.
     state.flush_pending(store)?;
-    let chunk = store.due_range(state.loaded, target, LOAD_BATCH)?;
+    let chunk = store.due_range(state.horizon.loaded, target, LOAD_BATCH)?;
     for (at, seq, key) in &chunk {
         let (queue, _) = codec::decode_message_key(key)?;
         if let Some(rec) = store.message(key)? {
             state.load(&queue, rec, now, tx);
         }
-        state.loaded = (*at, seq.saturating_add(1));
+        state.horizon.loaded_through(*at, *seq);
     }
     if chunk.len() < LOAD_BATCH {
-        state.loaded = state.loaded.max((target, 0));
-        state.loading_to = None;
+        state.horizon.finished(target);
         return Ok(false);
     }
     Ok(true)

@@ -37,31 +37,68 @@ pub(crate) const FLOW_TIMERS: u64 = 1 << 62;
 #[derive(Default)]
 pub(crate) struct FlowMem {
     /// The queue's bucket, leased count and cooldown.
-    pub gate: GateState,
-    pub keys: HashMap<FlowKey, KeyMem>,
+    gate: GateState,
+    keys: HashMap<FlowKey, KeyMem>,
     /// Ready messages of keys that are not their key's head in the ready
     /// set, by key then delivery order.
-    pub parked: BTreeMap<(FlowKey, ReadyKey), MessageId>,
+    parked: BTreeMap<(FlowKey, ReadyKey), MessageId>,
     /// Each key's holder, for the few keys that have one: a message of
     /// the key that was delivered and came back (see
     /// `MessageRecord::holds_key`). Apart from `KeyMem`, which every key
     /// with a message pays for.
-    pub holders: HashMap<FlowKey, MessageId>,
+    holders: HashMap<FlowKey, MessageId>,
     /// The queue's timer (its gate opens by time), as (timer key, deadline).
-    pub timer: Option<(u64, u64)>,
+    timer: Option<(u64, u64)>,
+}
+
+/// The broker-wide part of flow control's memory: what changed since the
+/// last `refresh_flow`, the next timer key, and when the broker opened.
+pub(crate) struct Flows {
+    /// Wall time of the broker's open: flow buckets start empty then.
+    opened_at: u64,
+    /// Flow keys and queues whose state changed since the last
+    /// `refresh_flow`.
+    dirty: BTreeSet<(QueueName, FlowKey)>,
+    queues_dirty: BTreeSet<QueueName>,
+    /// The next flow timer key to hand out.
+    next_timer: u64,
+}
+
+impl Default for Flows {
+    fn default() -> Self {
+        Self {
+            opened_at: 0,
+            dirty: BTreeSet::new(),
+            queues_dirty: BTreeSet::new(),
+            next_timer: FLOW_TIMERS,
+        }
+    }
+}
+
+impl Flows {
+    /// When the broker opened (a queue's buckets start empty then).
+    pub fn opened_at(&self) -> u64 {
+        self.opened_at
+    }
+
+    /// The broker reopened a store with queues at `now`: their buckets
+    /// start empty now, so a restart grants no burst.
+    pub fn reopened(&mut self, now: u64) {
+        self.opened_at = now;
+    }
 }
 
 /// One key's state: 80 bytes, beside its key in the map (its holder, which
 /// few keys have, is in [`FlowMem::holders`]).
 #[derive(Default)]
 pub(crate) struct KeyMem {
-    pub gate: GateState,
+    gate: GateState,
     /// Its messages in memory, in any state.
-    pub live: u32,
+    live: u32,
     /// Its message in the queue's ready set, if any.
-    pub head: Option<ReadyKey>,
+    head: Option<ReadyKey>,
     /// Its timer.
-    pub timer: TimerSlot,
+    timer: TimerSlot,
 }
 
 /// A timer as (timer key, deadline), or none, in 16 bytes: flow timer keys
@@ -84,6 +121,21 @@ impl TimerSlot {
 }
 
 impl FlowMem {
+    /// Ready messages held back by their key (not in the ready set).
+    pub fn parked_len(&self) -> usize {
+        self.parked.len()
+    }
+
+    /// Holds back a ready message of `key` (not its key's head).
+    pub fn park(&mut self, key: FlowKey, position: ReadyKey, id: MessageId) {
+        self.parked.insert((key, position), id);
+    }
+
+    /// The queue's own gate: its bucket, leased count and cooldown.
+    pub fn gate(&self) -> &GateState {
+        &self.gate
+    }
+
     /// Flow memory for a queue with `config`, its bucket empty at the
     /// broker's open (`opened_at`): a restart grants no burst.
     pub fn new(config: Option<&FlowConfig>, opened_at: u64) -> Self {
@@ -109,28 +161,28 @@ fn shrink_when_sparse<V>(keys: &mut HashMap<FlowKey, V>) {
 /// Whether a message of `q` is parked by key rather than put in the ready
 /// set directly.
 pub(crate) fn keyed<'a>(q: &QueueState, rec: &'a MessageRecord) -> Option<&'a FlowKey> {
-    q.record.config.flow.as_ref().and(rec.key.as_ref())
+    q.config().flow.as_ref().and(rec.key.as_ref())
 }
 
 impl State {
     /// Counts `rec` (entering memory in its state) in its queue's and key's
     /// flow memory. Called by `place` and `load`.
     pub(crate) fn flow_index(&mut self, queue: &QueueName, rec: &MessageRecord) {
-        let opened_at = self.opened_at;
+        let opened_at = self.flows.opened_at;
         let Some(q) = self.queues.get_mut(queue) else {
             return;
         };
-        let Some(flow) = &q.record.config.flow else {
+        let (Some(flow), mem) = q.flow_parts() else {
             return;
         };
         let leased = rec.state == delayd_core::MessageState::Leased;
         if leased {
-            q.flow.gate.leased += 1;
+            mem.gate.leased += 1;
         }
         let Some(key) = &rec.key else {
             return;
         };
-        let km = q.flow.keys.entry(key.clone()).or_insert_with(|| {
+        let km = mem.keys.entry(key.clone()).or_insert_with(|| {
             let mut km = KeyMem::default();
             if let Some(rate) = &flow.key_rate {
                 km.gate.bucket = Bucket::empty(rate, opened_at);
@@ -141,10 +193,10 @@ impl State {
         if leased {
             km.gate.leased += 1;
         }
-        if rec.holds_key() && !q.flow.holders.contains_key(key) {
-            q.flow.holders.insert(key.clone(), rec.id.clone());
+        if rec.holds_key() && !mem.holders.contains_key(key) {
+            mem.holders.insert(key.clone(), rec.id.clone());
         }
-        self.flow_dirty.insert((queue.clone(), key.clone()));
+        self.flows.dirty.insert((queue.clone(), key.clone()));
     }
 
     /// Takes `rec` (leaving memory) out of its flow memory. Called by
@@ -153,13 +205,13 @@ impl State {
         let Some(q) = self.queues.get_mut(queue) else {
             return;
         };
-        if q.record.config.flow.is_none() {
+        if q.config().flow.is_none() {
             return;
         }
         let leased = rec.state == delayd_core::MessageState::Leased;
         if leased {
             q.flow.gate.leased = q.flow.gate.leased.saturating_sub(1);
-            self.flow_queues_dirty.insert(queue.clone());
+            self.flows.queues_dirty.insert(queue.clone());
         }
         let Some(key) = &rec.key else {
             return;
@@ -178,15 +230,12 @@ impl State {
                     km.head = None;
                     let removed = q.ready.remove(&rk);
                     debug_assert!(removed.is_some(), "head of {key} missing from ready set");
-                    if rk.0 < delayd_core::DEFAULT_PRIORITY {
-                        q.ready_urgent -= 1;
-                    }
                 } else {
                     q.flow.parked.remove(&(key.clone(), rk));
                 }
             }
         }
-        self.flow_dirty.insert((queue.clone(), key.clone()));
+        self.flows.dirty.insert((queue.clone(), key.clone()));
     }
 
     /// Parks a ready keyed message (instead of the ready set). Its key is
@@ -196,7 +245,7 @@ impl State {
             let rk = (rec.priority, rec.deliver_at, rec.seq);
             q.flow.parked.insert((key.clone(), rk), rec.id.clone());
         }
-        self.flow_dirty.insert((queue.clone(), key.clone()));
+        self.flows.dirty.insert((queue.clone(), key.clone()));
     }
 
     /// Looks again at every key and queue whose flow state changed since
@@ -204,10 +253,10 @@ impl State {
     /// holds that time ends, forgets keys that are done, and notes queues
     /// whose waiting lease calls may now be served.
     pub(crate) fn refresh_flow(&mut self, now: u64, tx: &mut Tx) {
-        for (queue, key) in std::mem::take(&mut self.flow_dirty) {
+        for (queue, key) in std::mem::take(&mut self.flows.dirty) {
             self.refresh_key(&queue, &key, now, tx);
         }
-        for queue in std::mem::take(&mut self.flow_queues_dirty) {
+        for queue in std::mem::take(&mut self.flows.queues_dirty) {
             self.arm_queue_gate(&queue, now, tx);
             if self.waiters.waiting_on(&queue)
                 && self
@@ -224,7 +273,7 @@ impl State {
         let Some(q) = self.queues.get_mut(queue) else {
             return;
         };
-        let Some(flow) = q.record.config.flow.clone() else {
+        let Some(flow) = q.config().flow.clone() else {
             return;
         };
         let Some(km) = q.flow.keys.get_mut(key) else {
@@ -265,18 +314,12 @@ impl State {
         if km.head != head {
             if let Some(rk) = km.head.take() {
                 if let Some(id) = q.ready.remove(&rk) {
-                    if rk.0 < delayd_core::DEFAULT_PRIORITY {
-                        q.ready_urgent -= 1;
-                    }
                     q.flow.parked.insert((key.clone(), rk), id);
                 }
             }
             if let Some(rk) = head {
                 if let Some(id) = q.flow.parked.remove(&(key.clone(), rk)) {
                     q.ready.insert(rk, id);
-                    if rk.0 < delayd_core::DEFAULT_PRIORITY {
-                        q.ready_urgent += 1;
-                    }
                     km.head = Some(rk);
                 }
             }
@@ -314,7 +357,7 @@ impl State {
         let Some(q) = self.queues.get(queue) else {
             return;
         };
-        let Some(flow) = &q.record.config.flow else {
+        let Some(flow) = &q.config().flow else {
             return;
         };
         let wake = flow
@@ -344,8 +387,8 @@ impl State {
             self.timers.cancel(id);
         }
         let at = wake?;
-        let id = self.next_flow_timer;
-        self.next_flow_timer += 1;
+        let id = self.flows.next_timer;
+        self.flows.next_timer += 1;
         if self.timers.insert(id, at, target, now) {
             tx.wake_driver = true;
         }
@@ -363,13 +406,13 @@ impl State {
                 {
                     km.timer = TimerSlot::default();
                 }
-                self.flow_dirty.insert((queue, key));
+                self.flows.dirty.insert((queue, key));
             }
             TimerTarget::FlowQueue(queue) => {
                 if let Some(q) = self.queues.get_mut(&queue) {
                     q.flow.timer = None;
                 }
-                self.flow_queues_dirty.insert(queue);
+                self.flows.queues_dirty.insert(queue);
             }
             _ => {}
         }
@@ -381,16 +424,16 @@ impl State {
         let Some(q) = self.queues.get_mut(queue) else {
             return;
         };
-        let Some(flow) = &q.record.config.flow else {
+        let (Some(flow), mem) = q.flow_parts() else {
             return;
         };
         let key_gate = rec
             .key
             .as_ref()
-            .and_then(|k| q.flow.keys.get_mut(k))
+            .and_then(|k| mem.keys.get_mut(k))
             .map(|km| &mut km.gate);
-        flow.take(&mut q.flow.gate, key_gate, now);
-        self.flow_queues_dirty.insert(queue.clone());
+        flow.take(&mut mem.gate, key_gate, now);
+        self.flows.queues_dirty.insert(queue.clone());
     }
 
     /// A deferral at `now` until `until`: the key (without one, the queue)
@@ -409,10 +452,10 @@ impl State {
         gate.cooling_until = gate.cooling_until.max(until);
         match key {
             Some(key) => {
-                self.flow_dirty.insert((queue.clone(), key.clone()));
+                self.flows.dirty.insert((queue.clone(), key.clone()));
             }
             None => {
-                self.flow_queues_dirty.insert(queue.clone());
+                self.flows.queues_dirty.insert(queue.clone());
             }
         }
     }
@@ -421,11 +464,11 @@ impl State {
     /// buckets and cooldowns of the keys that stay, re-derives every count
     /// from the messages in memory, and sorts the ready messages again.
     pub(crate) fn rebuild_flow(&mut self, queue: &QueueName, now: u64, tx: &mut Tx) {
-        let opened_at = self.opened_at;
+        let opened_at = self.flows.opened_at;
         let Some(q) = self.queues.get_mut(queue) else {
             return;
         };
-        let old = std::mem::take(&mut q.flow);
+        let old = q.replace_flow(FlowMem::default());
         for (id, _) in old.keys.values().filter_map(|k| k.timer.get()) {
             self.timers.cancel(id);
         }
@@ -435,16 +478,13 @@ impl State {
         let Some(q) = self.queues.get_mut(queue) else {
             return;
         };
-        let mut fresh = FlowMem::new(q.record.config.flow.as_ref(), opened_at);
+        let mut fresh = FlowMem::new(q.config().flow.as_ref(), opened_at);
         fresh.gate.bucket = old.gate.bucket;
         fresh.gate.cooling_until = old.gate.cooling_until;
-        q.flow = fresh;
+        q.replace_flow(fresh);
         // Every ready message back in the ready set, then sorted anew.
         for (k, id) in old.parked {
             q.ready.insert(k.1, id);
-            if k.1 .0 < delayd_core::DEFAULT_PRIORITY {
-                q.ready_urgent += 1;
-            }
         }
         let records: Vec<MessageRecord> = q.messages.values().cloned().collect();
         let ready_keyed: Vec<(ReadyKey, FlowKey)> = records
@@ -454,9 +494,6 @@ impl State {
             .collect();
         for (rk, key) in ready_keyed {
             if let Some(id) = q.ready.remove(&rk) {
-                if rk.0 < delayd_core::DEFAULT_PRIORITY {
-                    q.ready_urgent -= 1;
-                }
                 q.flow.parked.insert((key, rk), id);
             }
         }
@@ -471,7 +508,7 @@ impl State {
                 }
             }
         }
-        self.flow_queues_dirty.insert(queue.clone());
+        self.flows.queues_dirty.insert(queue.clone());
         self.refresh_flow(now, tx);
     }
 
@@ -534,7 +571,7 @@ fn head_goes_first(
 
 /// Whether `head` is the ready position of the key's holder.
 fn holder_is(
-    messages: &HashMap<MessageId, MessageRecord>,
+    messages: &crate::state::Messages,
     holder: Option<&MessageId>,
     head: ReadyKey,
 ) -> bool {
@@ -548,7 +585,7 @@ fn holder_is(
 /// delivery order.
 fn next_of_key(
     parked: &BTreeMap<(FlowKey, ReadyKey), MessageId>,
-    messages: &HashMap<MessageId, MessageRecord>,
+    messages: &crate::state::Messages,
     flow: &FlowConfig,
     holder: Option<&MessageId>,
     key: &FlowKey,

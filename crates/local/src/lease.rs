@@ -22,6 +22,8 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::broker::Inner;
+use crate::consume::{fill, Leased};
+use crate::lock::Site;
 use crate::state::Tx;
 use crate::waiters::Handed;
 
@@ -37,7 +39,7 @@ impl InLine<'_> {
     /// deleted) first, so that its channel holds the answer.
     fn leave(&mut self) -> bool {
         match self.id.take() {
-            Some(id) => self.inner.lock_state().waiters.remove(id),
+            Some(id) => self.inner.lock_state(Site::Lease).waiters.remove(id),
             None => false,
         }
     }
@@ -57,7 +59,7 @@ impl Drop for InLine<'_> {
 /// error), the commit to wait for when they read writes not yet durable,
 /// and the call's place in line when it registered as a waiter.
 type Look = (
-    BrokerResult<Vec<Delivery>>,
+    BrokerResult<Vec<Leased>>,
     Option<u64>,
     Option<(u64, oneshot::Receiver<BrokerResult<Handed>>)>,
 );
@@ -73,18 +75,11 @@ impl Inner {
         request: &LeaseRequest,
         wait: bool,
     ) -> BrokerResult<Look> {
-        let mut state = self.lock_state();
+        let mut state = self.lock_state(Site::Lease);
         let now = self.clock.now_ms();
         self.catch_up(&mut state, now)?;
         let mut tx = Tx::default();
-        let taken = state.lease_now(
-            &self.store,
-            queues,
-            request.max,
-            request.lease_ms,
-            now,
-            &mut tx,
-        );
+        let taken = state.lease_now(queues, request.max, request.lease_ms, now, &mut tx);
         let waiting = match &taken {
             Ok(got) if got.is_empty() && wait => Some(state.waiters.register(
                 queues,
@@ -102,10 +97,10 @@ impl Inner {
     /// they read are durable.
     async fn answer(
         &self,
-        taken: BrokerResult<Vec<Delivery>>,
+        taken: BrokerResult<Vec<Leased>>,
         ticket: Option<u64>,
     ) -> BrokerResult<Vec<Delivery>> {
-        let got = taken?;
+        let got = fill(&self.store, taken?)?;
         if let Some(ticket) = ticket {
             self.syncer.wait(ticket).await?;
         }
@@ -156,6 +151,7 @@ impl Inner {
         line.served();
         match answer {
             Some(Ok(Handed { deliveries, ticket })) => {
+                let deliveries = fill(&self.store, deliveries)?;
                 if let Some(ticket) = ticket {
                     self.syncer.wait(ticket).await?;
                 }

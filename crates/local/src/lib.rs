@@ -9,8 +9,21 @@
 //! - `api`: `impl Broker for LocalBroker`, argument checks.
 //! - `state`: what is in memory (queues, the horizon's messages, ready
 //!   sets, timers) and the place/unlink primitives every transition uses.
+//! - `lock`: the state lock, with its wait and hold times per call site
+//!   (`delayd_state_lock_*_seconds`).
+//! - `bounded_map`: the hash map of the in-memory indexes (messages by id,
+//!   timers by seq, armed schedules), which resizes incrementally: no
+//!   insert under the state lock moves the whole table.
 //! - `messages`, `consume`: the transitions (enqueue, cancel, reschedule,
-//!   redrive, list; lease, ack, nack, bury, extend, lease expiry).
+//!   redrive, list; lease, ack, nack, bury, extend, lease expiry); a
+//!   lease's payloads are read after the state lock is released
+//!   (`consume::Leased`).
+//! - `pipeline`: a beanstalkd connection's pipelined calls in one lock
+//!   hold (`Broker::pipeline_applied`).
+//! - `flow`: flow control's memory (each key's parked ready messages, its
+//!   holder, its timers) over core's gate.
+//! - `settle`: where callers wait for their commit group (a table of
+//!   wakers by ticket).
 //! - `lease`, `waiters`: lease calls, and the hand-off that serves waiting
 //!   lease calls per queue in arrival order (one ready message wakes one
 //!   call).
@@ -23,8 +36,10 @@
 //! - `timers`: timers keyed by seq, on `delayd-wheel` with a monotonic clock.
 //! - `store`, `codec`, `schedule_codec`: fjall keyspaces, key and record
 //!   encodings (specified in docs/storage.md).
-//! - `sync`: the state lock's cell and the sync thread, which writes each
-//!   commit group to the engine as one batch and fsyncs it.
+//! - `group`: the open commit group and the group in flight, as memory
+//!   sees them (the part of the state the sync thread closes).
+//! - `sync`: the sync thread, which writes each commit group to the engine
+//!   as one batch and fsyncs it.
 //! - `prezero`: zeros written ahead of the journal's writer, so that a
 //!   group's `fdatasync` writes data, not block allocations.
 //! - `disk`: the free-space reserve below which enqueues are refused.
@@ -78,6 +93,8 @@
 //! ```
 
 mod api;
+#[doc(hidden)]
+pub mod bounded_map;
 mod broker;
 pub mod check;
 mod codec;
@@ -89,7 +106,9 @@ pub mod error;
 mod fault;
 mod fire;
 mod flow;
+mod group;
 mod lease;
+mod lock;
 mod messages;
 mod pipeline;
 mod prezero;

@@ -5,11 +5,13 @@
 use std::sync::Arc;
 
 use delayd_core::{
-    check_lease_ms, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome,
-    EnqueueRequest, LeaseRequest, PipelinedCall, PipelinedResult, QueueConfig, QueueName, Settling,
+    check_lease_ms, BrokerError, BrokerResult, EnqueueOptions, EnqueueOutcome, EnqueueRequest,
+    LeaseRequest, PipelinedCall, PipelinedResult, QueueConfig, QueueName, Settling,
 };
 
 use crate::broker::{Inner, MAX_PENDING_OPS};
+use crate::consume::{fill, Leased};
+use crate::lock::Site;
 use crate::state::{State, Tx};
 use crate::store::Store;
 
@@ -36,21 +38,21 @@ impl State {
             .collect())
     }
 
-    /// A lease that does not wait: what is ready now, as deliveries.
+    /// A lease that does not wait: what is ready now, as deliveries whose
+    /// payloads are read once the lock is released.
     pub fn lease_now(
         &mut self,
-        store: &Store,
         queues: &[QueueName],
         max: u32,
         lease_ms: Option<u64>,
         now: u64,
         tx: &mut Tx,
-    ) -> BrokerResult<Vec<Delivery>> {
+    ) -> BrokerResult<Vec<Leased>> {
         let leased = self.lease_ready(queues, max, lease_ms, now, tx)?;
         let histogram = delayd_core::metric::Lateness::of(delayd_core::metric::Stage::Leased);
         leased
             .into_iter()
-            .map(|(queue, rec)| self.delivery(store, queue, rec, now, &histogram))
+            .map(|(queue, rec)| self.delivery(queue, rec, now, &histogram))
             .collect()
     }
 
@@ -61,18 +63,15 @@ impl State {
         call: PipelinedCall,
         now: u64,
         tx: &mut Tx,
-    ) -> (PipelinedResult, bool) {
+    ) -> (Applied, bool) {
         use PipelinedCall as C;
         use PipelinedResult as R;
-        match call {
+        let result = match call {
             C::Enqueue {
                 queue,
                 messages,
                 options,
-            } => (
-                R::Enqueued(self.enqueue_batch(store, &queue, messages, options, now, tx)),
-                false,
-            ),
+            } => R::Enqueued(self.enqueue_batch(store, &queue, messages, options, now, tx)),
             C::Lease {
                 queues,
                 max,
@@ -85,40 +84,50 @@ impl State {
                 };
                 let leased = request
                     .validate()
-                    .and_then(|()| self.lease_now(store, &queues, max, lease_ms, now, tx));
+                    .and_then(|()| self.lease_now(&queues, max, lease_ms, now, tx));
                 let stop = delayd_core::pipeline::stops_after_lease(&leased, max);
-                (R::Leased(leased), stop)
+                return (Applied::Leased(leased), stop);
             }
-            C::Ack { queue, id, lease } => {
-                (R::Done(self.ack(store, &queue, &id, &lease, tx)), false)
-            }
+            C::Ack { queue, id, lease } => R::Done(self.ack(store, &queue, &id, &lease, tx)),
             C::Nack {
                 queue,
                 id,
                 lease,
                 nack,
-            } => (
-                R::Done(self.nack(store, &queue, &id, &lease, nack, now, tx)),
-                false,
-            ),
+            } => R::Done(self.nack(store, &queue, &id, &lease, nack, now, tx)),
             C::Bury {
                 queue,
                 id,
                 lease,
                 priority,
-            } => (
-                R::Done(self.bury(store, &queue, &id, &lease, priority, now, tx)),
-                false,
-            ),
+            } => R::Done(self.bury(store, &queue, &id, &lease, priority, now, tx)),
             C::Extend {
                 queue,
                 id,
                 lease,
                 lease_ms,
-            } => {
-                let until = check_lease_ms(lease_ms)
-                    .and_then(|()| self.extend(store, &queue, &id, &lease, lease_ms, now, tx));
-                (R::Extended(until), false)
+            } => R::Extended(
+                check_lease_ms(lease_ms)
+                    .and_then(|()| self.extend(store, &queue, &id, &lease, lease_ms, now, tx)),
+            ),
+        };
+        (Applied::Result(result), false)
+    }
+}
+
+/// A pipelined call's outcome under the lock: a lease's payloads are read
+/// after it is released.
+enum Applied {
+    Result(PipelinedResult),
+    Leased(BrokerResult<Vec<Leased>>),
+}
+
+impl Applied {
+    fn finish(self, store: &Store) -> PipelinedResult {
+        match self {
+            Applied::Result(result) => result,
+            Applied::Leased(leased) => {
+                PipelinedResult::Leased(leased.and_then(|leased| fill(store, leased)))
             }
         }
     }
@@ -188,13 +197,13 @@ impl Inner {
         &self,
         calls: &mut std::collections::VecDeque<PipelinedCall>,
     ) -> (Vec<PipelinedResult>, Commit) {
-        let mut results = Vec::with_capacity(calls.len());
+        let mut applied = Vec::with_capacity(calls.len());
         let mut refused = self.check_writable().err();
         // Sampled once, outside the state lock (a stale sample is a statvfs).
         let full = self.disk.check_add().err();
         let mut ticket = 0;
         let backlog = {
-            let mut state = self.lock_state();
+            let mut state = self.lock_state(Site::Pipeline);
             let now = self.clock.now_ms();
             if refused.is_none() {
                 refused = self.catch_up(&mut state, now).err();
@@ -203,7 +212,7 @@ impl Inner {
                 if refused.is_some() {
                     // Shapes only: replaced by the error below.
                     let is_lease = matches!(call, PipelinedCall::Lease { .. });
-                    results.push(placeholder(&call));
+                    applied.push(Applied::Result(placeholder(&call)));
                     if is_lease {
                         break;
                     }
@@ -212,7 +221,9 @@ impl Inner {
                 // Puts add data: refused below the disk reserve, while the
                 // pipeline's deletes and other calls go on.
                 if let (PipelinedCall::Enqueue { .. }, Some(full)) = (&call, &full) {
-                    results.push(PipelinedResult::Enqueued(Err(full.clone())));
+                    applied.push(Applied::Result(PipelinedResult::Enqueued(
+                        Err(full.clone()),
+                    )));
                     continue;
                 }
                 let mut tx = Tx::default();
@@ -227,13 +238,17 @@ impl Inner {
                 if waits {
                     ticket = ticket.max(joined);
                 }
-                results.push(result);
+                applied.push(result);
                 if stop {
                     break;
                 }
             }
-            state.pending.len()
+            state.groups.backlog()
         };
+        let results = applied
+            .into_iter()
+            .map(|applied| applied.finish(&self.store))
+            .collect();
         match refused {
             Some(error) => (results, Err(error)),
             None => (results, Ok((ticket, backlog))),

@@ -94,15 +94,12 @@ fn recover(
     // After a restart flow buckets start empty now, so a restart grants no
     // burst; a new store has nothing to protect (buckets start full).
     if !queues.is_empty() {
-        state.opened_at = now;
+        state.flows.reopened(now);
     }
     for (name, record) in queues {
         report.messages_on_disk +=
             record.counts.waiting + record.counts.leased + record.counts.dead;
-        let flow = crate::flow::FlowMem::new(record.config.flow.as_ref(), now);
-        let mut queue = crate::state::QueueState::new(record);
-        queue.flow = flow;
-        state.queues.insert(name, queue);
+        state.restore_queue(name, record);
     }
     let mut tx = Tx::default();
     // Horizon first: expired leases are placed relative to it.
@@ -136,8 +133,7 @@ fn recover(
     state.flush_pending(store)?;
     // Recovery's writes need no sync-thread round: `load` fsyncs them
     // (so they do not count as undurable for the first leases either).
-    state.sync_needed = false;
-    state.pending_flushed = false;
+    state.groups.recovered();
     report.messages_in_memory = state.queues.values().map(|q| q.messages.len() as u64).sum();
     Ok(report)
 }
@@ -155,7 +151,7 @@ pub(crate) fn reopener(store: Arc<Store>, clock: Arc<dyn Clock>, horizon_ms: u64
             source,
         })?;
         let occasion = Occasion::Heal {
-            next_seq: state.next_seq,
+            next_seq: state.next_seq(),
         };
         let (fresh, report) = load(
             &store,

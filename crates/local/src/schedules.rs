@@ -18,7 +18,7 @@ use delayd_core::{
 use crate::error::StoreError;
 use crate::messages::store_err;
 use crate::schedule_codec::{self, ScheduleHead};
-use crate::state::{State, TimerTarget, Tx};
+use crate::state::{QueueState, State, TimerTarget, Tx};
 use crate::store::{Space, Store};
 
 /// An armed schedule: its timer key and the (revision, cursor) the timer
@@ -118,7 +118,7 @@ impl State {
             return;
         };
         let armed = self.armed(queue, id);
-        let timer = armed.map_or_else(|| self.new_schedule_timer(), |a| a.timer);
+        let timer = armed.map_or_else(|| self.new_schedule_timer_key(), |a| a.timer);
         let Some(q) = self.queues.get_mut(queue) else {
             return;
         };
@@ -159,12 +159,6 @@ impl State {
         if let Some(armed) = armed {
             self.timers.cancel(armed.timer);
         }
-    }
-
-    fn new_schedule_timer(&mut self) -> u64 {
-        let timer = self.next_schedule_timer;
-        self.next_schedule_timer += 1;
-        timer
     }
 
     /// `Broker::put_schedule` under the lock.
@@ -293,7 +287,7 @@ impl State {
         let armed = self
             .queues
             .get_mut(queue)
-            .map(|q| std::mem::take(&mut q.schedules))
+            .map(QueueState::take_schedules)
             .unwrap_or_default();
         for armed in armed.values() {
             self.timers.cancel(armed.timer);

@@ -3,25 +3,26 @@
 //! change it, place it again.
 //!
 //! What is in memory: every queue; every message that is ready, leased or
-//! dead; scheduled messages whose (deliver_at, seq) is below `loaded`, the
+//! dead; scheduled messages whose (deliver_at, seq) is below the
 //! horizon watermark. Scheduled messages at or beyond the watermark live
 //! only on disk, in the `due` index, until the loader reaches them.
 //!
 //! All methods run under the broker's state lock and record their writes
 //! in a [`Tx`]; the caller commits the write set before releasing the lock.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
 
 use delayd_core::{
     BrokerError, BrokerResult, FlowKey, MessageId, MessageState, QueueConfig, QueueInfo, QueueName,
     ScheduleId, DEFAULT_PRIORITY,
 };
 
+use crate::bounded_map::BoundedMap;
 use crate::codec::{self, MessageRecord, QueueRecord};
+use crate::driver::Horizon;
 use crate::error::StoreError;
-use crate::flow::FlowMem;
+use crate::flow::{FlowMem, Flows};
+use crate::group::{Closed, Groups};
 use crate::schedules::ArmedSchedule;
 use crate::store::{Space, Store, WriteSet};
 use crate::timers::Timers;
@@ -30,17 +31,95 @@ use crate::waiters::Waiters;
 /// Ready messages of a queue in delivery order: (priority, deliver_at, seq).
 pub(crate) type ReadyKey = (u32, u64, u64);
 
+/// A queue's in-memory messages by id. Records are boxed, so that the
+/// table moves 24-byte entries when it resizes (incrementally, see
+/// `bounded_map`) and its empty buckets cost 24 bytes, not a record.
+#[derive(Default)]
+pub(crate) struct Messages(BoundedMap<MessageId, Box<MessageRecord>>);
+
+impl Messages {
+    pub fn get(&self, id: &MessageId) -> Option<&MessageRecord> {
+        self.0.get(id).map(|rec| &**rec)
+    }
+
+    pub fn get_mut(&mut self, id: &MessageId) -> Option<&mut MessageRecord> {
+        self.0.get_mut(id).map(|rec| &mut **rec)
+    }
+
+    pub fn contains_key(&self, id: &MessageId) -> bool {
+        self.0.contains_key(id)
+    }
+
+    /// Stores `rec` under its id (replacing the record there).
+    pub fn insert(&mut self, rec: MessageRecord) {
+        self.0.insert(rec.id.clone(), Box::new(rec));
+    }
+
+    pub fn remove(&mut self, id: &MessageId) -> Option<MessageRecord> {
+        self.0.remove(id).map(|rec| *rec)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &MessageRecord> {
+        self.0.values().map(|rec| &**rec)
+    }
+}
+
+/// A queue's ready messages that may be delivered (a flow key's parked
+/// ones are not here), in delivery order, with the count of the urgent
+/// ones (priority below the default) kept beside it so stats are O(1).
+/// Every change goes through `insert` and `remove`, which keep the count.
+#[derive(Default)]
+pub(crate) struct ReadySet {
+    by_order: BTreeMap<ReadyKey, MessageId>,
+    urgent: u64,
+}
+
+impl ReadySet {
+    pub fn insert(&mut self, key: ReadyKey, id: MessageId) {
+        let replaced = self.by_order.insert(key, id);
+        debug_assert!(replaced.is_none(), "ready key {key:?} inserted twice");
+        if replaced.is_none() && key.0 < DEFAULT_PRIORITY {
+            self.urgent += 1;
+        }
+    }
+
+    pub fn remove(&mut self, key: &ReadyKey) -> Option<MessageId> {
+        let id = self.by_order.remove(key)?;
+        if key.0 < DEFAULT_PRIORITY {
+            self.urgent -= 1;
+        }
+        Some(id)
+    }
+
+    /// The next message in delivery order.
+    pub fn first(&self) -> Option<(&ReadyKey, &MessageId)> {
+        self.by_order.first_key_value()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_order.len()
+    }
+
+    /// Messages with a priority below the default.
+    pub fn urgent(&self) -> u64 {
+        self.urgent
+    }
+}
+
 pub(crate) struct QueueState {
-    pub record: QueueRecord,
-    pub messages: HashMap<MessageId, MessageRecord>,
-    pub ready: BTreeMap<ReadyKey, MessageId>,
-    /// Ready messages with priority < 1024, kept as a counter so stats are
-    /// O(1).
-    pub ready_urgent: u64,
+    /// Its config, pause and counts: written by `place`/`remove` (counts)
+    /// and the setters below, and once per group to the store.
+    record: QueueRecord,
+    pub messages: Messages,
+    pub ready: ReadySet,
     /// The queue's schedules that have a cursor (not paused, not
     /// finished), with their timer; the records themselves are on disk
     /// only (`schedules` keyspace), read when one fires.
-    pub schedules: HashMap<ScheduleId, ArmedSchedule>,
+    pub schedules: BoundedMap<ScheduleId, ArmedSchedule>,
     /// Flow control's memory (module `flow`); empty without `flow`.
     pub flow: FlowMem,
 }
@@ -58,12 +137,40 @@ impl QueueState {
     pub fn new(record: QueueRecord) -> Self {
         Self {
             record,
-            messages: HashMap::new(),
-            ready: BTreeMap::new(),
-            ready_urgent: 0,
-            schedules: HashMap::new(),
+            messages: Messages::default(),
+            ready: ReadySet::default(),
+            schedules: BoundedMap::default(),
             flow: FlowMem::default(),
         }
+    }
+
+    pub fn config(&self) -> &QueueConfig {
+        &self.record.config
+    }
+
+    /// The queue's flow config beside its flow memory, for flow control
+    /// to change the one by the other.
+    pub fn flow_parts(&mut self) -> (Option<&delayd_core::FlowConfig>, &mut FlowMem) {
+        (self.record.config.flow.as_ref(), &mut self.flow)
+    }
+
+    /// The queue's armed schedules, taken out (its schedules are deleted).
+    pub fn take_schedules(&mut self) -> BoundedMap<ScheduleId, ArmedSchedule> {
+        std::mem::take(&mut self.schedules)
+    }
+
+    /// Flow memory rebuilt for a changed `flow` (module `flow`).
+    pub fn replace_flow(&mut self, fresh: FlowMem) -> FlowMem {
+        std::mem::replace(&mut self.flow, fresh)
+    }
+
+    pub fn set_config(&mut self, config: QueueConfig) {
+        self.record.config = config;
+    }
+
+    /// Paused until `until` (`u64::MAX`: until resumed); `None` resumes.
+    pub fn set_paused_until(&mut self, until: Option<u64>) {
+        self.record.paused_until = until;
     }
 
     pub fn paused(&self, now: u64) -> bool {
@@ -84,14 +191,14 @@ impl QueueState {
             stats: delayd_core::QueueStats {
                 flow_keys,
                 cooling_keys,
-                ..self.record.stats(self.ready_len(), self.ready_urgent)
+                ..self.record.stats(self.ready_len(), self.ready.urgent())
             },
         }
     }
 
     /// Ready messages, parked ones (held back by their key) included.
     pub fn ready_len(&self) -> u64 {
-        (self.ready.len() + self.flow.parked.len()) as u64
+        (self.ready.len() + self.flow.parked_len()) as u64
     }
 }
 
@@ -144,49 +251,15 @@ pub(crate) struct State {
     /// per armed schedule (keyed from [`SCHEDULE_TIMERS`]).
     pub timers: Timers<TimerTarget>,
     /// The next schedule timer key to hand out.
-    pub next_schedule_timer: u64,
-    /// Horizon watermark: a scheduled message with (deliver_at, seq) below
-    /// it is in memory, one at or above it is on disk only.
-    pub loaded: (u64, u64),
-    /// Where the loader stands towards `loading_to` (None: not loading).
-    pub loading_to: Option<u64>,
-    pub next_seq: u64,
-    /// Writes of the open commit group, not yet in the engine. Reads of
-    /// the engine look here first ([`State::stored_message`]), and scans
-    /// call [`State::flush_pending`] first.
-    pub pending: WriteSet,
-    /// The last closed group, which the sync thread may still be writing
-    /// to the engine outside the lock: reads look here after `pending`.
-    pub committing: Option<Arc<WriteSet>>,
-    /// Queues whose record changed in the open group (written when the
-    /// group is taken, once however many calls changed them).
-    pending_queues: BTreeSet<QueueName>,
-    /// Writes of the open group went to the engine early
-    /// (`flush_pending`), so `pending` no longer lists them all.
-    pub pending_flushed: bool,
-    /// The last group the sync thread took: its number, its writes and
-    /// whether writes of it were flushed early. Set by the sync thread when
-    /// it takes the group; once `durable_upto` reaches it, it counts as
-    /// gone ([`State::in_flight`]), so publishing a group takes no state lock.
-    pub in_flight: Option<(u64, Arc<WriteSet>, bool)>,
-    /// The last durable group, as the sync thread publishes it.
-    pub durable_upto: Arc<AtomicU64>,
-    /// Number of the open commit group: the ticket of a call whose writes
-    /// joined it. The sync thread closes it (`take_group`).
-    pub group: u64,
-    /// Writes joined the open group since the sync thread last took it
-    /// (they may already be in the engine through `flush_pending`, but
-    /// they still need the group's fsync).
-    pub sync_needed: bool,
+    next_schedule_timer: u64,
+    /// Which scheduled messages are in memory (module `driver`).
+    pub horizon: Horizon,
+    next_seq: u64,
+    /// The open commit group and the group in flight (module `group`).
+    pub groups: Groups,
     pub waiters: Waiters,
-    /// Wall time of the broker's open: flow buckets start empty then.
-    pub opened_at: u64,
-    /// Flow keys and queues whose state changed since the last
-    /// `refresh_flow`.
-    pub flow_dirty: BTreeSet<(QueueName, FlowKey)>,
-    pub flow_queues_dirty: BTreeSet<QueueName>,
-    /// The next flow timer key to hand out.
-    pub next_flow_timer: u64,
+    /// Flow control's broker-wide memory (module `flow`).
+    pub flows: Flows,
 }
 
 fn store_err(e: StoreError) -> BrokerError {
@@ -202,23 +275,44 @@ impl State {
             queues: BTreeMap::new(),
             timers: Timers::default(),
             next_schedule_timer: SCHEDULE_TIMERS,
-            loaded: (0, 0),
-            loading_to: None,
+            horizon: Horizon::default(),
             next_seq,
-            pending: WriteSet::default(),
-            committing: None,
-            pending_queues: BTreeSet::new(),
-            pending_flushed: false,
-            in_flight: None,
-            durable_upto: Arc::default(),
-            group: 1,
-            sync_needed: false,
+            groups: Groups::default(),
             waiters: Waiters::default(),
-            opened_at: 0,
-            flow_dirty: BTreeSet::new(),
-            flow_queues_dirty: BTreeSet::new(),
-            next_flow_timer: crate::flow::FLOW_TIMERS,
+            flows: Flows::default(),
         }
+    }
+
+    /// The next seq to hand out: every seq below it was handed out.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// A key for a schedule's timer, from [`SCHEDULE_TIMERS`] up (never a
+    /// seq, never reused).
+    pub fn new_schedule_timer_key(&mut self) -> u64 {
+        let timer = self.next_schedule_timer;
+        self.next_schedule_timer += 1;
+        timer
+    }
+
+    /// A queue read from the store at open, its flow buckets empty at the
+    /// broker's open.
+    pub fn restore_queue(&mut self, name: QueueName, record: QueueRecord) {
+        let flow = FlowMem::new(record.config.flow.as_ref(), self.flows.opened_at());
+        let mut queue = QueueState::new(record);
+        queue.flow = flow;
+        self.queues.insert(name, queue);
+    }
+
+    /// Forgets a deleted queue (its messages were removed before): its
+    /// record is deleted with the open group, and the lease calls waiting
+    /// on it return empty.
+    pub fn drop_queue(&mut self, name: &QueueName, tx: &mut Tx) -> BrokerResult<()> {
+        self.queue_mut(name, tx)?;
+        self.queues.remove(name);
+        self.waiters.drop_queue(name);
+        Ok(())
     }
 
     pub fn queue(&self, name: &QueueName) -> BrokerResult<&QueueState> {
@@ -235,7 +329,7 @@ impl State {
     }
 
     pub fn create_queue(&mut self, name: &QueueName, config: QueueConfig, tx: &mut Tx) {
-        let flow = FlowMem::new(config.flow.as_ref(), self.opened_at);
+        let flow = FlowMem::new(config.flow.as_ref(), self.flows.opened_at());
         let record = QueueRecord {
             config,
             paused_until: None,
@@ -247,95 +341,39 @@ impl State {
         tx.dirty.insert(name.clone());
     }
 
-    /// Adds a call's writes to the open commit group. Returns the ticket
-    /// the call waits on before it answers: the open group when anything
-    /// was (or still is) pending, else the group before it (what the call
-    /// saw may be that group's, possibly not yet fsynced).
+    /// Adds a call's writes to the open commit group; returns the ticket
+    /// the call waits on ([`Groups::absorb`]).
     pub fn absorb(&mut self, tx: Tx) -> u64 {
-        let wrote = !tx.ws.is_empty() || !tx.dirty.is_empty();
-        self.pending.merge(tx.ws);
-        self.pending_queues.extend(tx.dirty);
-        if wrote {
-            self.sync_needed = true;
-        }
-        if self.sync_needed {
-            self.group
-        } else {
-            self.group - 1
-        }
+        self.groups.absorb(tx.ws, tx.dirty)
     }
 
     /// Whether the stored record of a message has a write that is not
-    /// durable yet: in the open group or the one in flight (or possibly
-    /// among writes flushed early, which are not listed).
+    /// durable yet ([`Groups::write_pending`]).
     pub fn write_pending(&self, queue: &QueueName, id: &MessageId) -> bool {
-        let in_flight = self.in_flight();
-        if self.pending_flushed || in_flight.is_some_and(|(_, flushed)| flushed) {
-            return true;
-        }
-        if self.pending.is_empty() && in_flight.is_none() {
-            // Everything written is durable: no key to build (per lease).
-            return false;
-        }
-        let key = codec::message_key(queue, id);
-        self.pending.get(Space::Messages, &key).is_some()
-            || in_flight.is_some_and(|(set, _)| set.get(Space::Messages, &key).is_some())
+        self.groups.write_pending(queue, id)
     }
 
-    /// The group taken by the sync thread and not yet durable, with whether
-    /// writes of it were flushed early.
-    fn in_flight(&self) -> Option<(&WriteSet, bool)> {
-        let durable = self.durable_upto.load(Ordering::Acquire);
-        self.in_flight
-            .as_ref()
-            .filter(|(group, ..)| *group > durable)
-            .map(|(_, set, flushed)| (&**set, *flushed))
-    }
-
-    /// Closes the open group: its number and its writes, queue records
-    /// included. The sync thread commits them to the engine under the
-    /// same lock hold, so engine reads never miss a taken group.
-    pub fn take_group(&mut self) -> Result<(u64, WriteSet), StoreError> {
-        let group = self.group;
-        self.group += 1;
-        self.sync_needed = false;
-        Ok((group, self.take_pending()?))
-    }
-
-    fn take_pending(&mut self) -> Result<WriteSet, StoreError> {
-        let mut set = std::mem::take(&mut self.pending);
-        for name in std::mem::take(&mut self.pending_queues) {
-            match self.queues.get(&name) {
-                Some(q) => set.queue(&name, &q.record)?,
-                None => set.delete(Space::Queues, name.as_str().as_bytes().to_vec()),
-            }
-        }
-        Ok(set)
+    /// Closes the open group for the sync thread ([`Groups::close`]), with
+    /// the records of the queues its calls changed.
+    pub fn close_group(&mut self) -> Result<Closed, StoreError> {
+        let queues = &self.queues;
+        self.groups
+            .close(|name| queues.get(name).map(|q| &q.record))
     }
 
     /// Writes the open group's writes to the engine now (before a scan of
-    /// an index, which must see them). The group stays open: its callers
-    /// still wait for the sync thread's fsync of it.
+    /// an index, which must see them); the group stays open
+    /// ([`Groups::flush`]).
     pub fn flush_pending(&mut self, store: &Store) -> Result<(), StoreError> {
-        // Waits for the group in flight: it must reach the engine first.
-        let writer = store.lock_writer();
-        self.committing = None;
-        if self.pending.is_empty() && self.pending_queues.is_empty() {
-            return Ok(());
-        }
-        let set = self.take_pending()?;
-        self.pending_flushed = true;
-        store.commit_with(&set, &writer)
+        let queues = &self.queues;
+        self.groups
+            .flush(store, |name| queues.get(name).map(|q| &q.record))
     }
 
     /// A stored value as the open group, else the group in flight, else
     /// the engine has it (`None` here: ask the engine).
     pub fn overlay(&self, space: Space, key: &[u8]) -> Option<Option<&[u8]>> {
-        self.pending.get(space, key).or_else(|| {
-            self.committing
-                .as_ref()
-                .and_then(|group| group.get(space, key))
-        })
+        self.groups.overlay(space, key)
     }
 
     /// A message record as stored: the open group's write, else the
@@ -420,9 +458,6 @@ impl State {
                 removed.is_some(),
                 "ready message {id} missing from ready set"
             );
-            if rec.priority < DEFAULT_PRIORITY {
-                q.ready_urgent -= 1;
-            }
         }
         self.timers.cancel(rec.seq);
         self.flow_unindex(queue, &rec);
@@ -449,7 +484,7 @@ impl State {
         // A message that holds its flow key stays in memory (and pinned on
         // disk): an ordered key must know its next message.
         let in_memory = new.stored_state() != MessageState::Scheduled
-            || (new.deliver_at, new.seq) < self.loaded
+            || self.horizon.holds(new.deliver_at, new.seq)
             || new.holds_key();
         let timer = match new.state {
             MessageState::Scheduled => Some(new.deliver_at),
@@ -485,7 +520,7 @@ impl State {
             match &flow_key {
                 Some(key) => {
                     let rk = (rec.priority, rec.deliver_at, rec.seq);
-                    q.flow.parked.insert((key.clone(), rk), rec.id.clone());
+                    q.flow.park(key.clone(), rk, rec.id.clone());
                 }
                 None => {
                     insert_ready(q, &rec);
@@ -498,7 +533,7 @@ impl State {
         self.flow_index(queue, &rec);
         let (seq, id) = (rec.seq, rec.id.clone());
         if let Some(q) = self.queues.get_mut(queue) {
-            q.messages.insert(id.clone(), rec);
+            q.messages.insert(rec);
         }
         if let Some(deadline) = timer {
             self.arm(seq, deadline, (queue.clone(), id), now, tx);
@@ -606,10 +641,10 @@ impl State {
                 continue;
             }
             let flow = q.record.config.flow.as_ref();
-            if flow.is_some_and(|flow| flow.admit_queue(&q.flow.gate, now).is_err()) {
+            if flow.is_some_and(|flow| flow.admit_queue(q.flow.gate(), now).is_err()) {
                 continue;
             }
-            if let Some((key, id)) = q.ready.first_key_value() {
+            if let Some((key, id)) = q.ready.first() {
                 if best.as_ref().is_none_or(|(b, _, _)| key < b) {
                     best = Some((*key, name, id));
                 }
@@ -630,9 +665,6 @@ impl State {
 fn insert_ready(q: &mut QueueState, rec: &MessageRecord) {
     q.ready
         .insert((rec.priority, rec.deliver_at, rec.seq), rec.id.clone());
-    if rec.priority < DEFAULT_PRIORITY {
-        q.ready_urgent += 1;
-    }
 }
 
 fn adjust_counts(

@@ -29,7 +29,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -39,47 +39,11 @@ use fjall::PersistMode;
 use crate::config::Durability;
 use crate::error::OpenError;
 use crate::fault::Faults;
+use crate::lock::{Site, StateCell, StateGuard};
 use crate::prezero::Prezero;
 use crate::settle::Settled;
 use crate::state::State;
 use crate::store::{Store, WriteSet};
-
-/// The state lock with its condition variable (the sync thread waits on
-/// it for the open group's first write) and a count of acquisitions.
-pub(crate) struct StateCell {
-    state: Mutex<State>,
-    sync_wake: Condvar,
-    acquisitions: AtomicU64,
-}
-
-impl StateCell {
-    pub fn new(state: State) -> Self {
-        Self {
-            state: Mutex::new(state),
-            sync_wake: Condvar::new(),
-            acquisitions: AtomicU64::new(0),
-        }
-    }
-
-    pub fn lock(&self) -> MutexGuard<'_, State> {
-        self.acquisitions.fetch_add(1, Ordering::Relaxed);
-        // A panic under the lock cannot leave a half-applied change
-        // behind that later calls would trust more than a restart would:
-        // memory is rebuilt from the store at open. Serving on is the
-        // lesser evil than refusing every call.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub fn acquisitions(&self) -> u64 {
-        self.acquisitions.load(Ordering::Relaxed)
-    }
-
-    /// Called with the lock held after a call's writes joined the open
-    /// group: wakes the sync thread if they were the group's first.
-    pub fn notify_sync(&self) {
-        self.sync_wake.notify_one();
-    }
-}
 
 /// Rebuilds the engine and memory after a failed write (the open path, in
 /// process), given the state with its lock held; replaces the state.
@@ -115,7 +79,9 @@ pub(crate) struct SyncSetup {
 impl Syncer {
     pub fn start(cell: Arc<StateCell>, store: Arc<Store>, setup: SyncSetup) -> Self {
         let durable = Settled::default();
-        cell.lock().durable_upto = durable.upto_handle();
+        cell.lock(Site::Commit)
+            .groups
+            .follow_durable(durable.upto_handle());
         let shared = Arc::new(Shared {
             cell,
             faults: Arc::clone(store.faults()),
@@ -158,7 +124,7 @@ impl Syncer {
             d.failed.get_or_insert(reason);
         });
         self.shared.heal_requested.store(true, Ordering::SeqCst);
-        self.shared.cell.sync_wake.notify_all();
+        self.shared.cell.notify_all();
     }
 
     pub fn fsyncs(&self) -> u64 {
@@ -193,9 +159,9 @@ impl Syncer {
     /// Makes everything absorbed durable and stops the thread.
     pub fn stop(&self) {
         {
-            let _state = self.shared.cell.lock();
+            let _state = self.shared.cell.lock(Site::Commit);
             self.shared.stop.store(true, Ordering::SeqCst);
-            self.shared.cell.sync_wake.notify_all();
+            self.shared.cell.notify_all();
         }
         let thread = lock(&self.thread).take();
         if let Some(thread) = thread {
@@ -251,7 +217,7 @@ fn run_groups(
         if shared.heal_requested.load(Ordering::SeqCst) {
             return Err(shared.durable.failed().unwrap_or_default());
         }
-        if !state.sync_needed {
+        if !state.groups.sync_needed() {
             if stop {
                 // Nothing open; still make the engine's own buffers
                 // durable on the way out.
@@ -270,10 +236,20 @@ fn run_groups(
             Durability::Never => PersistMode::Buffer,
             _ => PersistMode::SyncAll,
         };
+        let fsync_started = Instant::now();
         persist(shared, journal, mode, set.len())?;
+        if mode == PersistMode::SyncAll {
+            phase("fsync", fsync_started);
+        }
         // No state lock: `in_flight` counts as gone once `upto` reaches it
         // (`State::in_flight`); the next group taken replaces it.
+        let publish_started = Instant::now();
         shared.durable.update(|d| d.upto = group);
+        phase("publish", publish_started);
+        // The group's memory is freed here or, while the state's
+        // `in_flight` still shares it, after the next group is taken: never
+        // under the state lock.
+        drop(set);
         if stop {
             return Ok(());
         }
@@ -287,36 +263,36 @@ fn run_groups(
 
 /// Closes the open group under the state lock and writes it to the engine
 /// outside it: its number and its writes (in flight until durable).
-fn write_group(
-    shared: &Shared,
-    mut state: MutexGuard<'_, State>,
-) -> Result<(u64, Arc<WriteSet>), String> {
-    let (group, set) = state.take_group().map_err(|e| e.to_string())?;
+fn write_group(shared: &Shared, mut state: StateGuard<'_>) -> Result<(u64, Arc<WriteSet>), String> {
+    let closed = state.close_group().map_err(|e| e.to_string())?;
+    if let Some(opened) = closed.opened_at {
+        phase("open", opened);
+    }
+    let (group, set) = (closed.number, closed.writes);
     // The group is written outside the state lock (calls go on
     // meanwhile), holding the engine write lock, taken before the
     // state lock is released so that no scan's flush overtakes it.
-    let set = Arc::new(set);
-    state.committing = Some(Arc::clone(&set));
-    let flushed = std::mem::take(&mut state.pending_flushed);
-    state.in_flight = Some((group, Arc::clone(&set), flushed));
     let writer = shared.store.lock_writer();
     drop(state);
+    // The group before is freed here, after the lock is released.
+    drop(closed.previous);
     shared.faults.commit().map_err(|e| e.to_string())?;
+    let write_started = Instant::now();
     shared
         .store
         .commit_with(&set, &writer)
         .map_err(|e| e.to_string())?;
     drop(writer);
+    phase("write", write_started);
     // The engine has it now: stop holding the group's memory.
-    let mut state = shared.cell.lock();
-    if state
-        .committing
-        .as_ref()
-        .is_some_and(|committing| Arc::ptr_eq(committing, &set))
-    {
-        state.committing = None;
-    }
+    shared.cell.lock(Site::Commit).groups.written(&set);
     Ok((group, set))
+}
+
+/// Records how long a commit group's `phase` took, from `since`.
+fn phase(phase: &'static str, since: Instant) {
+    metrics::histogram!(metric::COMMIT_PHASE_SECONDS, "phase" => phase)
+        .record(since.elapsed().as_secs_f64());
 }
 
 /// The sync thread's own failure (a write or fsync of a group); it heals
@@ -345,18 +321,18 @@ fn heal(shared: &Shared) -> bool {
         if pause_unless_stopped(shared, backoff) {
             return false;
         }
-        let mut state = shared.cell.lock();
+        let mut state = shared.cell.lock(Site::Commit);
         let durable_upto = shared.durable.durable().upto;
         // Every ticket handed out so far is at most the open group's.
-        let last_ticket = state.group;
+        let last_ticket = state.groups.open_number();
         match (shared.reopen)(&mut state) {
             Ok(()) => {
                 // `last_ticket + 1` is the "nothing pending" ticket of the
                 // fresh state: durable (it stands for what is on disk).
-                state.group = last_ticket + 2;
+                state.groups.continue_after(last_ticket);
                 // The fresh state's `in_flight` is empty; it reads the
                 // published groups from the same place as before.
-                state.durable_upto = shared.durable.upto_handle();
+                state.groups.follow_durable(shared.durable.upto_handle());
                 shared.heal_requested.store(false, Ordering::SeqCst);
                 shared.durable.update(|d| {
                     if durable_upto < last_ticket {
@@ -380,7 +356,7 @@ fn heal(shared: &Shared) -> bool {
 /// Waits `pause` unless the broker stops first (`true`).
 fn pause_unless_stopped(shared: &Shared, pause: Duration) -> bool {
     let deadline = Instant::now() + pause;
-    let mut state = shared.cell.lock();
+    let mut state = shared.cell.lock(Site::Commit);
     loop {
         if shared.stop.load(Ordering::SeqCst) {
             return true;
@@ -389,21 +365,16 @@ fn pause_unless_stopped(shared: &Shared, pause: Duration) -> bool {
         if left.is_zero() {
             return false;
         }
-        state = shared
-            .cell
-            .sync_wake
-            .wait_timeout(state, left)
-            .map(|(g, _)| g)
-            .unwrap_or_else(|e| e.into_inner().0);
+        state = shared.cell.wait_timeout(state, left);
     }
 }
 
 /// Waits until there is a group to close (or the thread must stop) and
 /// returns with the state lock held. `Interval` closes a group every
 /// interval; the other modes as soon as it has a write.
-fn wait_for_group(shared: &Shared, durability: Durability) -> MutexGuard<'_, State> {
+fn wait_for_group(shared: &Shared, durability: Durability) -> StateGuard<'_> {
     let cell = &shared.cell;
-    let mut state = cell.lock();
+    let mut state = cell.lock(Site::Commit);
     match durability {
         Durability::Interval(every) => {
             let deadline = Instant::now() + every;
@@ -414,25 +385,17 @@ fn wait_for_group(shared: &Shared, durability: Durability) -> MutexGuard<'_, Sta
                 if left.is_zero() {
                     break;
                 }
-                state = cell
-                    .sync_wake
-                    .wait_timeout(state, left.min(Duration::from_secs(1)))
-                    .map(|(g, _)| g)
-                    .unwrap_or_else(|e| e.into_inner().0);
+                state = cell.wait_timeout(state, left.min(Duration::from_secs(1)));
             }
         }
         _ => {
             // Bounded: a heal request from outside the lock could slip
             // between the check and the wait.
-            while !state.sync_needed
+            while !state.groups.sync_needed()
                 && !shared.stop.load(Ordering::SeqCst)
                 && !shared.heal_requested.load(Ordering::SeqCst)
             {
-                state = cell
-                    .sync_wake
-                    .wait_timeout(state, Duration::from_secs(1))
-                    .map(|(g, _)| g)
-                    .unwrap_or_else(|e| e.into_inner().0);
+                state = cell.wait_timeout(state, Duration::from_secs(1));
             }
         }
     }

@@ -24,10 +24,12 @@
 //! the wheel at the same `W` are staged and handed out in (wall deadline,
 //! seq) order.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use delayd_wheel::{Handle, Wheel};
+
+use crate::bounded_map::BoundedMap;
 use tokio::time::Instant;
 
 /// A drop of (wall − W) up to this many ms is treated as clock jitter (ms
@@ -50,7 +52,8 @@ enum Slot {
 
 pub(crate) struct Timers<V> {
     wheel: Wheel<Entry<V>>,
-    slots: HashMap<u64, Slot>,
+    /// By seq; resized incrementally (no O(n) insert, see `bounded_map`).
+    slots: BoundedMap<u64, Slot>,
     /// Due entries taken out of the wheel, by (wall deadline, seq).
     staged: BTreeMap<(u64, u64), V>,
     origin: Instant,
@@ -71,7 +74,7 @@ impl<V> Default for Timers<V> {
     fn default() -> Self {
         Self {
             wheel: Wheel::new(),
-            slots: HashMap::new(),
+            slots: BoundedMap::default(),
             staged: BTreeMap::new(),
             origin: Instant::now(),
             adjust: 0,

@@ -13,13 +13,14 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use delayd_core::{BrokerResult, Delivery, QueueName};
+use delayd_core::{BrokerResult, QueueName};
 use tokio::sync::oneshot;
 
-/// What a waiter is handed: its deliveries, and the commit group that must
+/// What a waiter is handed: its deliveries (their payloads read by the
+/// waiter itself, outside the state lock), and the commit group that must
 /// be durable before they are returned to the client.
 pub(crate) struct Handed {
-    pub deliveries: Vec<Delivery>,
+    pub deliveries: Vec<crate::consume::Leased>,
     /// The group whose fsync the deliveries wait for, if they must.
     pub ticket: Option<u64>,
 }

@@ -4,8 +4,11 @@
 //! [`StrictJson`] reads the body whatever its content-type (api.md: "a body
 //! is parsed as JSON whatever its content-type") and sorts serde_json's
 //! errors by category: bad syntax is `invalid_json`, a well-formed body with
-//! wrong fields or types is `invalid_argument`. An empty body reads as `{}`,
-//! so bodies whose fields are all optional may be left out entirely.
+//! wrong fields or types is `invalid_argument`, whose message names the
+//! field's path and what it must be (`body_error`). Every JSON body is read
+//! here, so every route answers a wrong shape in the same words. An empty
+//! body reads as `{}`, so bodies whose fields are all optional may be left
+//! out entirely.
 
 use std::collections::HashMap;
 
@@ -16,6 +19,7 @@ use axum::http::StatusCode;
 use delayd_core::{FlowKey, MessageId, QueueName};
 use serde::de::DeserializeOwned;
 
+use crate::body_error;
 use crate::error::ApiError;
 
 /// A JSON body, parsed strictly (see the module docs).
@@ -47,16 +51,54 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     } else {
         bytes
     };
-    serde_json::from_slice(bytes).map_err(json_error)
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let body =
+        serde_path_to_error::deserialize(&mut deserializer).map_err(|err| json_error("", err))?;
+    // As `serde_json::from_slice`: nothing but whitespace after the value.
+    deserializer
+        .end()
+        .map_err(|err| ApiError::invalid_json(err.to_string()))?;
+    Ok(body)
 }
 
-/// Maps a serde_json error to `invalid_json` (syntax) or `invalid_argument`
-/// (valid JSON of the wrong shape).
-pub fn json_error(err: serde_json::Error) -> ApiError {
+/// Reads a value already taken out of a body (a batch item) as `T`; the
+/// message of a wrong shape names its fields from `place` down
+/// (`messages[3].delay_ms`).
+pub fn parse_value<T: DeserializeOwned>(
+    value: serde_json::Value,
+    place: &str,
+) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(value).map_err(|err| json_error(place, err))
+}
+
+/// Maps a serde_json error to `invalid_json` (syntax, with its position) or
+/// `invalid_argument` (valid JSON of the wrong shape, with the field's path
+/// and what it must be: `body_error`).
+fn json_error(place: &str, err: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
     use serde_json::error::Category;
-    match err.classify() {
-        Category::Data => ApiError::invalid_argument(err.to_string()),
-        Category::Syntax | Category::Eof | Category::Io => ApiError::invalid_json(err.to_string()),
+    let inner = err.inner();
+    match inner.classify() {
+        Category::Data => {
+            let message = body_error::describe(place, err.path(), &without_position(inner));
+            ApiError::invalid_argument(message)
+        }
+        Category::Syntax | Category::Eof | Category::Io => {
+            ApiError::invalid_json(inner.to_string())
+        }
+    }
+}
+
+/// serde_json's message without the ` at line L column C` it appends: the
+/// path says where a wrong shape is.
+fn without_position(err: &serde_json::Error) -> String {
+    let text = err.to_string();
+    if err.line() == 0 {
+        return text;
+    }
+    let position = format!(" at line {} column {}", err.line(), err.column());
+    match text.strip_suffix(&position) {
+        Some(message) => message.to_owned(),
+        None => text,
     }
 }
 

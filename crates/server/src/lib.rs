@@ -27,8 +27,9 @@
 //!   `schedule_convert`: the same for recurring schedules (and the
 //!   schedule object back).
 //! - `extract`: strict JSON/query/path extractors that answer in api.md's
-//!   error shape; [`error`]: the single mapping from failures to status and
-//!   code.
+//!   error shape; `body_error`: the words of a 400 for a body of the wrong
+//!   shape (the field's path and what it must be); [`error`]: the single
+//!   mapping from failures to status and code.
 //! - `auth` (bearer tokens, constant time), `metrics` (Prometheus recorder,
 //!   request metrics, queue gauges), `shutdown` (in-flight tracking and the
 //!   shutdown order), `options` ([`ServerOptions`]); the push target
@@ -65,6 +66,7 @@
 
 mod auth;
 mod body_deadline;
+mod body_error;
 mod connection;
 mod convert;
 pub mod error;
@@ -144,9 +146,15 @@ fn build(broker: Arc<dyn Broker>, options: ServerOptions) -> (Router, Arc<InFlig
     // count and in-flight tracking sees end; the outer one covers the
     // middleware outside the routes.
     // The dashboard's page and assets (/ui) need no token: all data they
-    // show comes from /v1.
+    // show comes from /v1. `/`, the address a person types, leads there
+    // (307, not 308: a browser keeps a permanent redirect for good, and `/`
+    // may serve something else one day).
     let router = routes::router()
         .merge(delayd_ui::ui_router().with_state::<AppState>(()))
+        .route(
+            "/",
+            axum::routing::get(|| async { axum::response::Redirect::temporary("/ui") }),
+        )
         .fallback(|| async { error::ApiError::from_status(axum::http::StatusCode::NOT_FOUND) })
         .layer(tower_http::catch_panic::CatchPanicLayer::new())
         .layer(middleware::from_fn_with_state(

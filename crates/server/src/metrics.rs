@@ -48,6 +48,12 @@ const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
     60.0,
 ];
+/// Lock holds and waits, driver rounds, commit phases: microseconds up to
+/// the stalls worth finding.
+const LOCK_BUCKETS: &[f64] = &[
+    0.000_001, 0.000_005, 0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001,
+    0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+];
 const BATCH_BUCKETS: &[f64] = &[
     1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0,
 ];
@@ -93,10 +99,22 @@ fn buckets(builder: PrometheusBuilder) -> PrometheusBuilder {
             builder =
                 builder.set_buckets_for_metric(Matcher::Full(name.into()), LATENCY_BUCKETS)?;
         }
-        builder.set_buckets_for_metric(
-            Matcher::Full(metric::COMMIT_BATCH_SIZE.into()),
-            BATCH_BUCKETS,
-        )
+        for name in [
+            metric::STATE_LOCK_HOLD_SECONDS,
+            metric::STATE_LOCK_WAIT_SECONDS,
+            metric::DRIVER_ROUND_SECONDS,
+            metric::COMMIT_PHASE_SECONDS,
+        ] {
+            builder = builder.set_buckets_for_metric(Matcher::Full(name.into()), LOCK_BUCKETS)?;
+        }
+        for name in [
+            metric::COMMIT_BATCH_SIZE,
+            metric::DRIVER_ROUND_FIRED,
+            metric::DRIVER_ROUND_HANDED,
+        ] {
+            builder = builder.set_buckets_for_metric(Matcher::Full(name.into()), BATCH_BUCKETS)?;
+        }
+        Ok(builder)
     };
     // Only an empty bucket list fails, and ours are constants.
     with_buckets().unwrap_or(builder)

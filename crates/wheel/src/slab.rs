@@ -1,4 +1,9 @@
-//! Entry storage: a `Vec` of slots plus an intrusive free list.
+//! Entry storage: slots in fixed-size chunks plus an intrusive free list.
+//!
+//! The slots live in chunks of [`CHUNK`] that are allocated once and never
+//! move: growing adds a chunk, so no insert copies the entries already
+//! stored (a `Vec` of slots doubled and moved them all in one insert, an
+//! O(n) pause under the broker's lock; docs/wheel.md, "Memory").
 //!
 //! Every slot carries a generation that is bumped when the slot is freed, so a
 //! [`Handle`](crate::Handle) naming an old occupant never matches a new one.
@@ -50,8 +55,58 @@ pub(crate) enum Slot<T> {
     Occupied(Entry<T>),
 }
 
+/// Slots per chunk (a power of two: an index splits into chunk and offset).
+pub(crate) const CHUNK: usize = 1024;
+
+/// Slots by index, in chunks that never move once allocated. Growing pushes
+/// one chunk; the `Vec` of chunks that may reallocate holds one pointer per
+/// [`CHUNK`] slots.
+struct Chunks<T> {
+    chunks: Vec<Vec<Slot<T>>>,
+    len: usize,
+}
+
+impl<T> Chunks<T> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn push(&mut self, slot: Slot<T>) {
+        if self.len.is_multiple_of(CHUNK) {
+            self.chunks.push(Vec::with_capacity(CHUNK));
+        }
+        if let Some(chunk) = self.chunks.last_mut() {
+            debug_assert!(chunk.len() < CHUNK, "a chunk outgrew its allocation");
+            chunk.push(slot);
+        }
+        self.len += 1;
+    }
+
+    fn get(&self, index: usize) -> Option<&Slot<T>> {
+        self.chunks.get(index / CHUNK)?.get(index % CHUNK)
+    }
+
+    fn get_mut(&mut self, index: usize) -> Option<&mut Slot<T>> {
+        self.chunks.get_mut(index / CHUNK)?.get_mut(index % CHUNK)
+    }
+}
+
+impl<T> std::ops::Index<usize> for Chunks<T> {
+    type Output = Slot<T>;
+
+    fn index(&self, index: usize) -> &Slot<T> {
+        &self.chunks[index / CHUNK][index % CHUNK]
+    }
+}
+
+impl<T> std::ops::IndexMut<usize> for Chunks<T> {
+    fn index_mut(&mut self, index: usize) -> &mut Slot<T> {
+        &mut self.chunks[index / CHUNK][index % CHUNK]
+    }
+}
+
 pub(crate) struct Slab<T> {
-    slots: Vec<Slot<T>>,
+    slots: Chunks<T>,
     free_head: u32,
     len: usize,
 }
@@ -59,7 +114,10 @@ pub(crate) struct Slab<T> {
 impl<T> Slab<T> {
     pub(crate) fn new() -> Self {
         Slab {
-            slots: Vec::new(),
+            slots: Chunks {
+                chunks: Vec::new(),
+                len: 0,
+            },
             free_head: NIL,
             len: 0,
         }
@@ -182,6 +240,20 @@ mod tests {
         assert!(slab.get(i, g).is_none());
         assert_eq!(slab.get(j, h).map(|e| e.value), Some('b'));
         assert_eq!(slab.len(), 1);
+    }
+
+    /// Slots stay where they are as the slab grows past chunk boundaries.
+    #[test]
+    fn growing_never_moves_a_slot() {
+        let mut slab = Slab::new();
+        let (first, g) = slab.alloc(1, 7u64);
+        let at = std::ptr::from_ref(slab.at(first));
+        for i in 0..(3 * CHUNK as u64) {
+            slab.alloc(i, i);
+        }
+        assert!(std::ptr::eq(at, slab.at(first)), "the first slot moved");
+        assert_eq!(slab.get(first, g).map(|e| e.value), Some(7));
+        assert_eq!(slab.len(), 3 * CHUNK + 1);
     }
 
     #[test]

@@ -128,6 +128,25 @@ fn bad_flow_options_are_refused() {
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("key_concurrency"));
+    // A negative number is the option's value, not an unknown argument:
+    // the value's check answers, naming the option and its range...
+    let out = delayd_cli(&url, &["queue", "set", "q", "--key-concurrency", "-1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("'-1' for '--key-concurrency <N>'")
+            && stderr.contains("0..=4294967295")
+            && !stderr.contains("unexpected argument"),
+        "{stderr}"
+    );
+    // ...and where the option's type holds it, the server's rule does.
+    let out = delayd_cli(&url, &["queue", "set", "q", "--retry-multiplier", "-1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("retry.multiplier must be a number >= 1.0, got -1"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod horizon_bounded_memory;
 mod journal_prezero;
 mod model_state_machine;
 mod schedule_restart;
+mod state_parts;
 mod torn_pages;
 mod torn_write;
 mod waiter_handoff;

@@ -11,7 +11,7 @@ use delayd_api::{
 
 use crate::convert::{self, enqueue_request, schedule, Limits};
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::{json_error, MessagePath, QueuePath, StrictJson};
+use crate::extract::{parse_value, MessagePath, QueuePath, StrictJson};
 use crate::state::AppState;
 
 #[utoipa::path(post, path = "/v1/queues/{queue}/messages", tag = "messages",
@@ -66,8 +66,9 @@ pub async fn batch(
     let checked: Vec<Result<EnqueueRequest, ApiError>> = body
         .messages
         .into_iter()
-        .map(|item| {
-            let body: EnqueueBody = serde_json::from_value(item).map_err(json_error)?;
+        .enumerate()
+        .map(|(index, item)| {
+            let body: EnqueueBody = parse_value(item, &format!("messages[{index}]"))?;
             enqueue_request(body, &limits)
         })
         .collect();

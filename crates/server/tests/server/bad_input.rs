@@ -10,6 +10,8 @@ use serde_json::{json, Value};
 
 use crate::common::{raw_http, Server};
 
+mod shape;
+
 const TOKEN: &str = "t0ken";
 const MAX_PAYLOAD: usize = 1024;
 const MAX_BODY: usize = 256 * 1024;

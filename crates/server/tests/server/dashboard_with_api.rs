@@ -37,3 +37,36 @@ async fn enqueue_then_list_and_histogram_through_one_router() {
     assert_eq!(unknown.code(), "not_found");
     s.stop().await.unwrap();
 }
+
+/// `/` leads a person to the dashboard, without a token even when tokens
+/// are set (the page itself needs none), and stays out of the API's
+/// routes (another method is 405 in the API's error shape).
+#[tokio::test]
+async fn root_redirects_to_the_dashboard() {
+    let options = delayd_server::ServerOptions {
+        tokens: vec!["t0ken".into()],
+        ..delayd_server::ServerOptions::default()
+    };
+    let s = common::start(common::model(), options).await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = client
+        .get(format!("http://{}/", s.addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 307);
+    assert_eq!(
+        r.headers().get("location").map(|v| v.to_str().unwrap()),
+        Some("/ui")
+    );
+    // Followed, it reaches the page.
+    let page = s.call("GET", "/", None).await;
+    assert_eq!(page.status, 200);
+    assert!(page.headers.contains_key("content-security-policy"));
+    let post = s.call("POST", "/", None).await;
+    assert_eq!((post.status, post.code()), (405, "method_not_allowed"));
+    s.stop().await.unwrap();
+}
