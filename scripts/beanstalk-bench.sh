@@ -111,7 +111,7 @@ run_client() {
     [ -z "$METRICS_PORT" ] || metrics_snapshot "$METRICS_PORT" "$WORK/metrics.before"
     before=$(cpu_ticks "$SERVER_PID")
     started=$(now_s)
-    line=$(pin 1 "$CLIENT" "127.0.0.1:$port" --jobs "$JOBS" --producers 4 --consumers 4 \
+    line=$($(pin 1) "$CLIENT" "127.0.0.1:$port" --jobs "$JOBS" --producers 4 --consumers 4 \
         --pipeline 64 --reserves 8 --delay-min 1 --delay-max 3 --seconds "$BOUND" \
         --label "$name" "$@")
     seconds=$(awk -v a="$started" -v b="$(now_s)" 'BEGIN { print b - a }')
@@ -144,13 +144,13 @@ echo "beanstalkd: $(beanstalkd -v)  delayd: $DELAYD_BIN"
 fsync_bench "$DELAYD_BIN" "$(dirname "$WORK")" "${FSYNC_WRITES:-2000}"
 
 P=$(free_port)
-pin 0 beanstalkd -l 127.0.0.1 -p "$P" -z 65535 & SERVER_PID=$!
+$(pin 0) beanstalkd -l 127.0.0.1 -p "$P" -z 65535 & SERVER_PID=$!
 serve_runs beanstalkd-mem "$P"
 
 if [ "$BASELINES" = all ]; then
     P=$(free_port)
     mkdir "$WORK/binlog"
-    pin 0 beanstalkd -l 127.0.0.1 -p "$P" -b "$WORK/binlog" -f0 & SERVER_PID=$!
+    $(pin 0) beanstalkd -l 127.0.0.1 -p "$P" -b "$WORK/binlog" -f0 & SERVER_PID=$!
     serve_runs beanstalkd-f0 "$P"
 fi
 
@@ -158,7 +158,7 @@ for durability in always ${BASELINES:+never}; do
     P=$(free_port)
     METRICS_PORT=$(free_port)
     mkdir "$WORK/delayd-$durability"
-    RUST_LOG=warn pin 0 "$DELAYD_BIN" serve --http "127.0.0.1:$METRICS_PORT" --beanstalk "127.0.0.1:$P" \
+    RUST_LOG=warn $(pin 0) "$DELAYD_BIN" serve --http "127.0.0.1:$METRICS_PORT" --beanstalk "127.0.0.1:$P" \
         --data "$WORK/delayd-$durability" --durability "$durability" & SERVER_PID=$!
     wait_healthy "$METRICS_PORT" "$SERVER_PID"
     serve_runs "delayd-$durability" "$P"

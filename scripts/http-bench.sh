@@ -46,7 +46,7 @@ echo "messages=$messages rate=$rate runs=\"$runs\" pin=${PIN:-0} load: $(cut -d'
 fsync_bench "$bin" "$data_parent" "${FSYNC_WRITES:-2000}"
 for durability in always ${BASELINES:+never}; do
   data="$(mktemp -d -p "$data_parent")"
-  pin 0 "$bin" serve --http "127.0.0.1:$port" --beanstalk off --data "$data" \
+  $(pin 0) "$bin" serve --http "127.0.0.1:$port" --beanstalk off --data "$data" \
     --durability "$durability" 2>/dev/null &
   pid=$!
   wait_healthy "$port" "$pid"
@@ -60,7 +60,7 @@ for durability in always ${BASELINES:+never}; do
     metrics_snapshot "$port" "$data.metrics.before"
     before=$(cpu_ticks "$pid")
     started=$(now_s)
-    line=$(pin 1 "$bin" bench "${common[@]}" "$@" || true)
+    line=$($(pin 1) "$bin" bench "${common[@]}" "$@" || true)
     seconds=$(awk -v a="$started" -v b="$(now_s)" 'BEGIN { print b - a }')
     after=$(cpu_ticks "$pid")
     commits_after=$(commits_total "$port")

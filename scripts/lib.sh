@@ -56,13 +56,14 @@ fsync_bench() {
   "$1" fsync-bench --dir "$2" --writes "$3" --json | sed 's/^/== fsync: /'
 }
 
-# pin CORE CMD...: CMD on CPU core CORE when PIN=1 (latency runs: the
-# server on core 0, the load client on core 1, so neither steals the
-# other's CPU); CMD as it is otherwise.
+# pin CORE: the command prefix that runs a command on CPU core CORE when
+# PIN=1 (latency runs: the server on core 0, the load client on core 1,
+# so neither steals the other's CPU), nothing otherwise. Unquoted before
+# the command, `$(pin 0) server ... &`, so that `$!` is the server's pid
+# (taskset execs it; a shell function run in the background would be a
+# subshell of its own).
 pin() {
-  local core=$1
-  shift
-  if [ "${PIN:-}" = 1 ]; then taskset -c "$core" "$@"; else "$@"; fi
+  if [ "${PIN:-}" = 1 ]; then echo "taskset -c $1"; fi
 }
 
 # metrics_snapshot PORT FILE: the server's /metrics text into FILE (empty
@@ -74,15 +75,16 @@ metrics_snapshot() {
 # stage_report BEFORE AFTER: from two /metrics snapshots, one line per
 # lateness stage (`delayd_delivery_lateness_seconds{stage}`: ready, leased,
 # answered): messages, the share later than 2.5 ms, and the bucket bounds
-# holding p50, p99 and p99.9 (a bound, not a value), plus the longest
-# state-lock hold per site (the bucket bound holding its max).
+# holding p50, p99 and p99.9 (a bound, not a value), the commit groups'
+# phases (`delayd_commit_phase_seconds`), and the longest state-lock hold
+# per site (the bucket bound holding its max).
 stage_report() {
   python3 - "$1" "$2" <<'PY'
 import re, sys
 def read(path):
     out = {}
     for line in open(path):
-        m = re.match(r'(delayd_delivery_lateness_seconds|delayd_state_lock_hold_seconds)_bucket\{(stage|site)="([^"]+)",le="([^"]+)"\} (\S+)', line)
+        m = re.match(r'(delayd_delivery_lateness_seconds|delayd_state_lock_hold_seconds|delayd_commit_phase_seconds)_bucket\{(stage|site|phase)="([^"]+)",le="([^"]+)"\} (\S+)', line)
         if m:
             out.setdefault((m.group(1), m.group(3)), []).append((float(m.group(4)), float(m.group(5))))
     return out
@@ -107,6 +109,17 @@ for stage in ("ready", "leased", "answered"):
     within = dict(buckets).get(0.0025, 0)
     print("== stage %s: messages=%d later_than_2.5ms=%.3f%% p50<=%s p99<=%s p99.9<=%s"
           % (stage, total, 100 * (total - within) / total, bound(buckets, .5), bound(buckets, .99), bound(buckets, .999)))
+for phase in ("open", "write", "fsync", "publish"):
+    key = ("delayd_commit_phase_seconds", phase)
+    if key not in after:
+        continue
+    buckets = delta(key)
+    total = buckets[-1][1]
+    if total <= 0:
+        continue
+    longest = next((le for le, c in buckets if c >= total), float("inf"))
+    print("== commit %s: groups=%d p50<=%s p99<=%s longest<=%s"
+          % (phase, total, bound(buckets, .5), bound(buckets, .99), "inf" if longest == float("inf") else "%g ms" % (longest * 1000)))
 for (name, site) in sorted(after):
     if name != "delayd_state_lock_hold_seconds":
         continue

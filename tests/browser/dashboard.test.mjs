@@ -188,7 +188,7 @@ test('redrive a dead message', async () => {
   await page.click('button[data-state="dead"]');
   const row = page.locator('tr[data-id="doomed"]');
   await row.waitFor();
-  assert.equal(await page.locator('table.messages th').nth(1).textContent(), 'died');
+  assert.equal(await page.locator('table.messages th.when').textContent(), 'died');
   assert.match(await row.locator('td.when').textContent(), /ago$/);
   await shot(page, 'dead-before-redrive.png');
   await row.locator('button[data-action="redrive"]').click();
@@ -345,11 +345,13 @@ test('queue page: flow limits, keys cooling down and a key lookup', async () => 
   await page.goto(`${BASE}/ui/#/queues/${encodeURIComponent(FLOW_QUEUE)}`);
   const limits = page.locator('[data-test="flow-limits"]');
   await limits.locator('[data-limit="rate"] dd').waitFor();
-  assert.equal(await limits.locator('[data-limit="rate"] dd').textContent(), '50 / 1s, burst 1');
+  assert.equal(await page.locator('[data-test="flow"]').isVisible(), true, 'the flow card shows on a queue with flow');
+  const { burst } = (await call('GET', `/v1/queues/${FLOW_QUEUE}`)).config.flow.rate;
+  assert.equal(await limits.locator('[data-limit="rate"] dd').textContent(), `50 / 1s, burst ${burst}`);
   assert.equal(await limits.locator('[data-limit="key rate"] dd').textContent(), 'none');
   assert.equal(await limits.locator('[data-limit="key concurrency"] dd').textContent(), '2');
   assert.equal(await limits.locator('[data-limit="max deferrals"] dd').textContent(), '7');
-  assert.match(await page.locator('[data-test="flow-keys"]').textContent(), /^Keys cooling down: 1\b/);
+  assert.match(await page.locator('[data-test="flow-keys"]').textContent(), /^Keys cooling down: 1 \(of \d+ keys with state\)$/);
 
   await page.fill('[data-test="key-input"]', 'tenant-a');
   await page.click('button[data-action="key-lookup"]');
@@ -366,10 +368,122 @@ test('queue page: flow limits, keys cooling down and a key lookup', async () => 
   await result.locator('h3', { hasText: 'tenant-b/?#' }).waitFor();
   assert.equal(await count('scheduled'), '0');
   assert.equal(await result.locator('[data-test="key-cooling"]').textContent(), 'Not cooling down.');
+  await page.close();
+});
 
-  // A queue without flow says so.
+test('message lists show each message\'s key', async () => {
+  const page = await newPage();
+  await page.goto(`${BASE}/ui/#/queues/${encodeURIComponent(FLOW_QUEUE)}`);
+  // Scheduled: a-1 (deferred for 10 minutes) and b-1; ready: a-2.
+  await page.locator('tr[data-id="b-1"]').waitFor();
+  const headings = await page.locator('table.messages th').allTextContents();
+  assert.equal(headings[1], 'key', `columns: ${headings}`);
+  assert.equal(await page.locator('tr[data-id="a-1"] td.key').textContent(), 'tenant-a');
+  assert.equal(await page.locator('tr[data-id="b-1"] td.key').textContent(), 'tenant-b');
+  await page.click('button[data-state="ready"]');
+  await page.locator('tr[data-id="a-2"]').waitFor();
+  assert.equal(await page.locator('tr[data-id="a-2"] td.key').textContent(), 'tenant-a');
+  // A message without a key has an empty cell.
   await page.goto(`${BASE}/ui/#/queues/${QUEUE}`);
-  await page.locator('[data-test="flow-limits"]', { hasText: 'Limits: none' }).waitFor();
+  await page.locator('tr[data-id="forty-1"]').waitFor();
+  assert.equal(await page.locator('tr[data-id="forty-1"] td.key').textContent(), '');
+  await page.close();
+});
+
+test('a queue without flow has no flow card', async () => {
+  const page = await newPage();
+  await page.goto(`${BASE}/ui/#/queues/${QUEUE}`);
+  // The header is drawn from the same queue object as the flow card.
+  await page.locator('[data-test="paused-flag"]').waitFor();
+  assert.equal((await call('GET', `/v1/queues/${QUEUE}`)).config.flow ?? null, null);
+  assert.equal(await page.locator('[data-test="flow"]').isVisible(), false, 'no flow card');
+  assert.equal(await page.getByText('Keys cooling down').isVisible(), false);
+  assert.equal(await page.locator('[data-action="key-lookup"]').isVisible(), false, 'no key lookup');
+  await page.close();
+});
+
+// The message page's fields: { field: text } of each `[data-field]` row.
+async function messageFields(page) {
+  return page.$$eval('[data-field]', (rows) => Object.fromEntries(rows.map((r) => [r.dataset.field, r.querySelector('dd').textContent])));
+}
+
+// Loads the page afresh: going to the URL the page is at (a change of the
+// hash only) would not load it again.
+async function openMessage(page, queue, id) {
+  const url = `${BASE}/ui/#/queues/${encodeURIComponent(queue)}/messages/${encodeURIComponent(id)}`;
+  if (page.url() === url) await page.reload();
+  else await page.goto(url);
+  // The title and the fields are drawn together, once the message came.
+  await page.locator('h1.id', { hasText: id }).waitFor();
+  await page.locator('[data-test="payload"]').waitFor();
+  return messageFields(page);
+}
+
+// Sections of the page, not rows of its field list.
+const MESSAGE_SECTIONS = ['headers', 'payload', 'payload_base64', 'max_attempts'];
+
+test('message page: every field of the message object, the key and deferrals among them', async () => {
+  const page = await newPage();
+  const sent = await call('GET', `/v1/queues/${FLOW_QUEUE}/messages/a-1`);
+  const fields = await openMessage(page, FLOW_QUEUE, 'a-1');
+  assert.deepEqual(
+    Object.keys(fields).sort(),
+    Object.keys(sent).filter((f) => !MESSAGE_SECTIONS.includes(f)).sort(),
+    'one row for each field the server sent',
+  );
+  assert.equal(fields.key, 'tenant-a');
+  assert.equal(fields.queue, FLOW_QUEUE);
+  assert.equal(fields.state, 'scheduled');
+  assert.equal(fields.seq, String(sent.seq));
+  assert.equal(fields.attempts, '0', 'a deferral spends no attempt');
+  assert.equal(fields.deferrals, '1', 'a-1 was deferred once');
+  assert.equal(await page.locator('[data-test="payload"]').textContent(), 'first');
+  await shot(page, 'message-flow.png');
+
+  // No key: the row says none (muted), never "null".
+  const plain = await openMessage(page, QUEUE, 'forty-2');
+  assert.equal(plain.key, 'none');
+  assert.equal(await page.locator('[data-field="key"] dd.muted').count(), 1);
+  assert.deepEqual(await missingValueTexts(page), [], 'message page of a message without a key');
+  await page.close();
+});
+
+// Answers GET .../messages/{id} with the real answer changed by `edit`.
+async function editMessageAnswer(page, id, edit) {
+  await page.unrouteAll();
+  await page.route((url) => url.pathname.startsWith('/v1/') && url.pathname.endsWith(`/messages/${id}`), async (route) => {
+    const response = await route.fetch();
+    await route.fulfill({ response, json: edit(await response.json()) });
+  });
+}
+
+test('message page: a field is drawn only when the server sends it', async () => {
+  const page = await newPage();
+  // A server that sends last_error, ended_at and a field this page does not know.
+  await editMessageAnswer(page, 'a-2', (m) => ({ ...m, last_error: 'push answered 500: <b>boom</b>', ended_at: null, retained_until: 1700000000000 }));
+  let fields = await openMessage(page, FLOW_QUEUE, 'a-2');
+  assert.equal(fields['last_error'], 'push answered 500: <b>boom</b>');
+  assert.equal(fields['ended_at'], 'not ended');
+  assert.equal(fields['retained_until'], '1700000000000', 'an unknown field is shown as sent');
+  assert.equal(await page.locator('main b').count(), 0, 'an error text is shown as text');
+
+  // An older server: no key, deferrals, last_error or ended_at.
+  await editMessageAnswer(page, 'a-2', ({ key, deferrals, last_error, ended_at, ...m }) => m);
+  fields = await openMessage(page, FLOW_QUEUE, 'a-2');
+  for (const gone of ['key', 'deferrals', 'last_error', 'ended_at']) assert.equal(fields[gone], undefined, `no ${gone} row`);
+  assert.equal(fields.id, 'a-2');
+  assert.deepEqual(await missingValueTexts(page), [], 'older server');
+
+  // A retained message: ended, no payload, no actions.
+  const ended = Date.now() - 5000;
+  await editMessageAnswer(page, 'a-2', ({ payload, ...m }) => ({ ...m, state: 'acked', ended_at: ended, last_error: null }));
+  fields = await openMessage(page, FLOW_QUEUE, 'a-2');
+  assert.equal(fields.state, 'acked');
+  assert.equal(fields['last_error'], 'none');
+  assert.match(fields['ended_at'], /\d/);
+  assert.match(await page.locator('[data-test="payload"]').textContent(), /^None kept/);
+  assert.equal(await page.locator('main button[data-action="cancel"]').count(), 0, 'no actions on an ended message');
+  assert.deepEqual(await missingValueTexts(page), [], 'retained message');
   await page.close();
 });
 

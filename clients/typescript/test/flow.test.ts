@@ -44,7 +44,8 @@ describe("flow control", () => {
     });
     const f = queue.config.flow;
     assert.ok(f);
-    assert.deepEqual(f.rate, { limit: 10, period_ms: 1000, burst: 1 });
+    // api.md's default burst: max(2, ceil(limit / period_ms) + 1).
+    assert.deepEqual(f.rate, { limit: 10, period_ms: 1000, burst: 2 });
     assert.equal(f.key_concurrency, 2);
     assert.equal(f.ordered, false);
     assert.equal(f.max_deferrals, 5);

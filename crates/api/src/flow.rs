@@ -3,14 +3,13 @@
 //! (`GET /v1/queues/{queue}/keys/{key}`).
 //!
 //! The request side is strict and leaves every field optional; the answer
-//! has api.md's defaults filled in (`burst` 1, `ordered` false,
+//! has api.md's defaults filled in (`burst` `max(2, ceil(limit /
+//! period_ms) + 1)`, `ordered` false,
 //! `max_deferrals` 100) and `null` for a limit that is not set, so a client
 //! sees the whole config without knowing the defaults.
 
 use serde::{Deserialize, Serialize};
 
-/// Default `burst` of a rate (api.md).
-pub const DEFAULT_BURST: u32 = 1;
 /// Default `max_deferrals` (api.md).
 pub const DEFAULT_MAX_DEFERRALS: u32 = 100;
 

@@ -12,8 +12,10 @@
 //! - `shared`: what the command handlers build on: [`BeanstalkConfig`],
 //!   the state all connections share, one connection's state (`Session`:
 //!   used tube, watch list, reserved jobs) and the broker-error replies.
-//!   The handler files below add methods to `Session` and import only from
-//!   here (and `proto`, `reply`, `tubes`, `stats`), never from each other.
+//!   The handler files below add methods to `Session` and import from
+//!   here (and `proto`, `reply`, `tubes`, `stats`); the one exception is
+//!   `pipeline`, which builds a pipelined put's request with `put::request`
+//!   (the same parse as a single `put`).
 //! - `session`: command dispatch and the tube commands.
 //! - `put`: `put`, batching a pipelined run of them into one broker call.
 //! - `pipeline`: a connection's pipelined puts, reserves and commands on

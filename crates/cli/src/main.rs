@@ -31,6 +31,8 @@
 //!   its report in `bench::report`.
 //! - `fsync_bench`: `delayd fsync-bench`, the disk's own fsync rate,
 //!   latency and CPU per fsync for four file layouts.
+//! - `fd_limit`: `serve`'s default connection budget, from the process's
+//!   file-descriptor limit.
 //!
 //! Exit codes: 0 success, 1 the server answered an error (`check`: damage
 //! found), 2 bad usage

@@ -1,10 +1,12 @@
 //! Flow control: the one gate that decides whether a ready message may be
 //! delivered now (api.md, "Flow control").
 //!
-//! Every delivery path (HTTP lease, beanstalkd `reserve`, push) and every
-//! backend (the model, `LocalBroker`, `RedisBroker`) asks this module; a
-//! backend only stores and loads the small state it works on. Nothing here
-//! reads a clock: `now` is passed in.
+//! Every delivery path (HTTP lease, beanstalkd `reserve`, push) meets this
+//! gate. The model and `LocalBroker` call this module; `RedisBroker` runs
+//! the bucket arithmetic, the admission rule and the idle rule as Lua ports
+//! inside its atomic calls (docs/redis.md, "Lua ports", lists each with the
+//! test that keeps it equal to the code here). Nothing here reads a clock:
+//! `now` is passed in.
 //!
 //! # The rules, as code
 //! - [`Bucket`]: a token bucket as a GCRA "theoretical arrival time". One
@@ -100,7 +102,16 @@ pub struct Rate {
 }
 
 impl Rate {
-    pub const DEFAULT_BURST: u32 = 1;
+    /// A rate's `burst` when a `PUT` leaves it out (api.md):
+    /// `max(2, ceil(limit / period_ms) + 1)`, so that a token not taken the
+    /// instant it arrives is not lost to the delivery's own hand-off time
+    /// and the rate delivers its `limit` over long spans.
+    pub fn default_burst(limit: u32, period_ms: u64) -> u32 {
+        let per_ms = u64::from(limit).div_ceil(period_ms.max(1));
+        u32::try_from(per_ms.saturating_add(1))
+            .unwrap_or(u32::MAX)
+            .max(2)
+    }
 
     /// The emission interval in µs, rounded up (never faster than the
     /// limit), at least 1.

@@ -170,24 +170,66 @@ pub enum Recurrence {
     Every { every_ms: u64 },
 }
 
+/// Crons parsed so far, by expression: a firing step plans a
+/// schedule several times (settle, plan, write ahead, wake time, the stored
+/// head), and each plan needs the compiled cron. Parsing is the cost
+/// (microseconds, under a backend's lock), so a definition's cron is parsed
+/// once and found here after. Bounded: when full it is emptied, and the
+/// crons in use are parsed again, once each.
+struct CronCache {
+    parsed: std::collections::HashMap<String, Arc<Cron>>,
+}
+
+/// Most crons kept parsed (a parsed cron is a few hundred bytes).
+const CRON_CACHE_ENTRIES: usize = 4096;
+
+static CRON_CACHE: std::sync::Mutex<Option<CronCache>> = std::sync::Mutex::new(None);
+
+/// Crons parsed since the process started: what [`CronCache`] saves is
+/// measured by it (tests count the parses of one firing step).
+static CRON_PARSES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many crons were parsed since the process started.
+pub fn cron_parses() -> u64 {
+    CRON_PARSES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// `expr` parsed, from the cache when it was parsed before.
+fn parse_cron(expr: &str) -> Result<Arc<Cron>, BrokerError> {
+    // A panic while the cache is held leaves at worst an entry missing.
+    let mut cache = CRON_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = cache.get_or_insert_with(|| CronCache {
+        parsed: std::collections::HashMap::new(),
+    });
+    if let Some(cron) = cache.parsed.get(expr) {
+        return Ok(Arc::clone(cron));
+    }
+    CRON_PARSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let cron = CronParser::builder()
+        .seconds(Seconds::Optional)
+        .year(Year::Disallowed)
+        .build()
+        .parse(expr)
+        .map_err(|e| invalid("cron", format_args!("{expr:?} does not parse: {e}")))?;
+    let cron = Arc::new(cron);
+    if cache.parsed.len() >= CRON_CACHE_ENTRIES {
+        cache.parsed.clear();
+    }
+    cache.parsed.insert(expr.to_owned(), Arc::clone(&cron));
+    Ok(cron)
+}
+
 impl Recurrence {
     /// Parses and checks the recurrence; `start_at` anchors `every_ms` and
     /// is where a cron must find a fire time within [`CRON_HORIZON_MS`].
+    /// A cron parsed before is not parsed again (see [`CronCache`]).
     pub fn compile(&self, start_at: u64) -> Result<FireTimes, BrokerError> {
         match self {
             Self::Cron { expr, tz } => {
                 let zone = Tz::from_str(tz)
                     .map_err(|_| invalid("tz", format_args!("unknown IANA time zone {tz:?}")))?;
-                let cron = CronParser::builder()
-                    .seconds(Seconds::Optional)
-                    .year(Year::Disallowed)
-                    .build()
-                    .parse(expr)
-                    .map_err(|e| invalid("cron", format_args!("{expr:?} does not parse: {e}")))?;
-                let times = FireTimes::Cron {
-                    cron: Box::new(cron),
-                    zone,
-                };
+                let cron = parse_cron(expr)?;
+                let times = FireTimes::Cron { cron, zone };
                 match times.at_or_after(start_at) {
                     Some(t) if t - start_at <= CRON_HORIZON_MS => Ok(times),
                     _ => Err(invalid(
@@ -215,7 +257,7 @@ impl Recurrence {
 /// A compiled recurrence: the fire-time arithmetic.
 #[derive(Clone, Debug)]
 pub enum FireTimes {
-    Cron { cron: Box<Cron>, zone: Tz },
+    Cron { cron: Arc<Cron>, zone: Tz },
     Every { anchor: u64, every_ms: u64 },
 }
 

@@ -24,7 +24,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use delayd_core::{metric, Bucket, FlowConfig, FlowKey, GateState, KeyInfo, MessageId, QueueName};
+use delayd_core::{
+    metric, Bucket, FlowConfig, FlowKey, GateState, Hold, KeyInfo, MessageId, QueueName,
+};
 
 use crate::codec::MessageRecord;
 use crate::state::{QueueState, ReadyKey, State, TimerTarget, Tx};
@@ -360,10 +362,15 @@ impl State {
         let Some(flow) = &q.config().flow else {
             return;
         };
-        let wake = flow
-            .admit_queue(&q.flow.gate, now)
-            .err()
-            .and_then(|hold| hold.until());
+        let hold = flow.admit_queue(&q.flow.gate, now).err();
+        if let Some(hold) = hold.filter(|_| !q.ready.is_empty()) {
+            // Ready messages wait for the queue's own gate (a queue-wide
+            // rate, concurrency or cooldown), as a key's do for its gate.
+            metrics::counter!(metric::FLOW_HELD_TOTAL,
+                "queue" => queue.to_string(), "reason" => hold.reason())
+            .increment(1);
+        }
+        let wake = hold.and_then(Hold::until);
         let old = q.flow.timer;
         let timer = self.rearm(old, wake, TimerTarget::FlowQueue(queue.clone()), now, tx);
         if let Some(q) = self.queues.get_mut(queue) {

@@ -104,6 +104,10 @@ impl ReadySet {
         self.by_order.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.by_order.is_empty()
+    }
+
     /// Messages with a priority below the default.
     pub fn urgent(&self) -> u64 {
         self.urgent

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use delayd_core::{
-    metric, Broker, EnqueueOptions, EnqueueRequest, LeaseRequest, QueueName, Schedule,
+    metric, Broker, EnqueueOptions, EnqueueRequest, FlowConfig, LeaseRequest, QueueConfigPatch,
+    QueueName, Rate, Schedule,
 };
 use delayd_local::{Durability, LocalBroker, LocalConfig};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -80,6 +81,7 @@ async fn lock_holds_driver_rounds_and_commit_phases_are_recorded() {
         .ack(&queue, &delivery.id, &delivery.lease_id)
         .await
         .expect("ack");
+    held_by_the_queues_rate(&broker).await;
     broker.shutdown().await.expect("shutdown");
 
     let snapshot: Snapshot = snapshotter
@@ -129,4 +131,60 @@ async fn lock_holds_driver_rounds_and_commit_phases_are_recorded() {
         );
         assert!(!got.is_empty(), "commit phase {phase} not recorded");
     }
+    let held: u64 = snapshot
+        .iter()
+        .filter(|(key, _)| key.key().name() == metric::FLOW_HELD_TOTAL)
+        .filter(|(key, _)| {
+            let label =
+                |k: &str, v: &str| key.key().labels().any(|l| l.key() == k && l.value() == v);
+            label("queue", "rated") && label("reason", "rate")
+        })
+        .map(|(_, value)| match value {
+            DebugValue::Counter(n) => *n,
+            _ => 0,
+        })
+        .sum();
+    assert!(
+        held >= 1,
+        "messages held by the queue's rate were not counted"
+    );
+}
+
+/// A queue whose own rate is the binding limit: after one delivery takes
+/// its only token, the other ready messages wait for the rate.
+async fn held_by_the_queues_rate(broker: &LocalBroker) {
+    let queue = QueueName::new("rated").expect("queue");
+    let rate = Rate {
+        limit: 1,
+        period_ms: 60_000,
+        burst: 1,
+    };
+    let patch = QueueConfigPatch {
+        flow: Some(Some(FlowConfig {
+            rate: Some(rate),
+            ..FlowConfig::default()
+        })),
+        ..QueueConfigPatch::default()
+    };
+    broker.put_queue(&queue, patch).await.expect("put_queue");
+    let now = |payload: &str| EnqueueRequest {
+        schedule: Schedule::Now,
+        payload: payload.as_bytes().to_vec(),
+        ..EnqueueRequest::default()
+    };
+    broker
+        .enqueue(
+            &queue,
+            vec![now("a"), now("b"), now("c")],
+            EnqueueOptions::default(),
+        )
+        .await
+        .expect("enqueue");
+    let request = LeaseRequest {
+        max: 3,
+        wait_ms: 0,
+        lease_ms: None,
+    };
+    let got = broker.lease(&[queue], request).await.expect("lease");
+    assert_eq!(got.len(), 1, "one token, one delivery");
 }

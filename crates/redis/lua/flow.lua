@@ -1,11 +1,14 @@
 -- Flow control (api.md "Flow control"; the rules are crates/core/src/flow.rs,
 -- and docs/redis.md "Flow control" says why part of them is ported here).
 --
--- The port is exactly three functions of flow.rs: `Bucket::ready_at`,
--- `Bucket::take` and `admit_one` (behind `FlowConfig::admit_queue` and
--- `admit_key`); `tests/redis/flow_lua.rs` feeds the same random inputs to them
--- and to Rust and compares. Everything else (the emission interval, the
--- deferral rule) is computed in Rust and passed in.
+-- Ported from flow.rs (docs/redis.md, "Lua ports", lists each with its
+-- test): `Bucket::ready_at`, `Bucket::take` and `admit_one` (behind
+-- `FlowConfig::admit_queue` and `admit_key`), which
+-- `tests/redis/flow_lua.rs` feeds the same random inputs as Rust and
+-- compares; and the idle rule of `GateState::is_idle`/`idle_at` in
+-- `key_idle` (a key with no live message, no cooldown and a full bucket is
+-- forgotten). Everything else (the emission interval, the deferral rule)
+-- is computed in Rust and passed in.
 --
 -- State, all under the shard's hash tag:
 --   cfg fields fl ('1': the queue has flow), qi/qb (queue rate: interval

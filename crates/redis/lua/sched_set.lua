@@ -7,7 +7,12 @@
 -- cancelled message's seq), {'CHG'} when the stored record is not the one
 -- the caller read (another node changed or fired it: read again), or
 -- {'NOQ'} when the shard has no config.
-if not cfg() then return {'NOQ'} end
+local c = cfg()
+if not c then return {'NOQ'} end
+-- Time is settled first, as every function acting on a message by id does:
+-- a lease of the fire written ahead that ran out is failed before the
+-- change judges whether a worker holds that message.
+promote(c)
 local sid = ARGV[4]
 local cur = redis.call('HGET', K_SCHEDULES, sid) or ''
 if cur ~= ARGV[5] then return {'CHG'} end

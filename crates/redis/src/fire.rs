@@ -97,8 +97,9 @@ impl Inner {
 
     /// The schedule as stored (its JSON, the compare value of a change)
     /// and as it stands at `now` (the record [settled], which a change
-    /// starts from), once its cursor is not due, with the time `now` it
-    /// was read at. A change that finds the cursor due (a fire this or
+    /// starts from), once it has no step due (its cursor, or a fire to
+    /// write ahead), with the time `now` it was read at. A change that
+    /// finds the cursor due (a fire this or
     /// another node's timer has not got to yet) fires under the current
     /// definition first, as if the change had come a moment later, so a
     /// change never drops a fire time that was already due.
@@ -117,7 +118,9 @@ impl Inner {
                 return Ok((None, now));
             };
             let settled = current.settled(now);
-            if !settled.is_due(now) {
+            // The step runs when its wake time has come, a write ahead
+            // included, as the model settles a schedule at every call.
+            if !settled.needs_step(now) {
                 return Ok((Some((json, settled)), now));
             }
             self.fire_step(queue, shard, keys, &json, &current, now)

@@ -227,7 +227,9 @@ fn rate_config(body: RateBody, field: &str) -> Result<Rate, ApiError> {
     Ok(Rate {
         limit,
         period_ms: body.period_ms,
-        burst: body.burst.unwrap_or(Rate::DEFAULT_BURST),
+        burst: body
+            .burst
+            .unwrap_or_else(|| Rate::default_burst(limit, body.period_ms)),
     })
 }
 
@@ -377,7 +379,6 @@ mod tests {
     /// leaves out; they must be core's defaults.
     #[test]
     fn wire_flow_defaults_are_core_defaults() {
-        assert_eq!(api::flow::DEFAULT_BURST, Rate::DEFAULT_BURST);
         assert_eq!(
             api::flow::DEFAULT_MAX_DEFERRALS,
             FlowConfig::DEFAULT_MAX_DEFERRALS

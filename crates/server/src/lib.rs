@@ -16,8 +16,11 @@
 //!   `connection`: one connection's phase and its header and idle timeouts;
 //!   `body_deadline`: the request body's timeout and minimum rate;
 //!   `tls`: [`TlsConfig`] (rustls).
-//! - `routes`: one file per resource (queues, messages, consume, dead, ops,
-//!   and `dashboard`: the two read-only endpoints the `/ui` page reads), the
+//! - `state`: the router's shared state (the broker, the options, the
+//!   server's own counters).
+//! - `routes`: one file per resource (queues, messages, consume, dead,
+//!   keys, schedules, ops, and `dashboard`: the two read-only endpoints the
+//!   `/ui` page reads; `/` redirects to `/ui`), the
 //!   route table and the OpenAPI document generated from the handlers'
 //!   annotations (plus, from one modifier, what holds for every route:
 //!   error answers, public routes, path parameter grammar). The page's

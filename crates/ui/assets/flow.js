@@ -1,18 +1,20 @@
-// A queue's flow control (docs/flow.md): its limits (or "none"), how many
-// keys the server keeps state for and how many of them cool down after a
-// deferral, and a lookup of one key's counts and cool-down
+// A queue's flow control (docs/flow.md): its limits, how many keys the
+// server keeps state for and how many of them cool down after a deferral,
+// and a lookup of one key's counts and cool-down
 // (GET /v1/queues/{queue}/keys/{key}).
 //
-// The limits are redrawn from the queue object the page already fetches
-// (`show(info)`); the lookup form is built once, so a refresh never takes
-// the focus or the typed key away, and its answer stays until the next
-// lookup.
+// The card shows only while the queue's config has `flow`: without it
+// there are no limits, no key state and nothing to look up. It is redrawn
+// from the queue object the page already fetches (`show(info)`), hidden
+// until that first answer; the lookup form is built once, so a refresh
+// never takes the focus or the typed key away, and its answer stays until
+// the next lookup.
 
 import * as api from './api.js';
 import { h, clear, fmtCount, fmtTime, fmtRelative } from './dom.js';
 
 export function flowCard(queue) {
-  const limits = h('div', { attrs: { 'data-test': 'flow-limits' } }, h('p', { class: 'muted', text: 'Loading…' }));
+  const limits = h('div', { attrs: { 'data-test': 'flow-limits' } });
   const keys = h('p', { class: 'muted', attrs: { 'data-test': 'flow-keys' } });
   const result = h('div', { class: 'key-result', attrs: { 'data-test': 'key-result', 'aria-live': 'polite' } });
   const input = h('input', { type: 'text', maxLength: 256, placeholder: 'key', attrs: { 'aria-label': 'flow key', 'data-test': 'key-input' } });
@@ -22,17 +24,15 @@ export function flowCard(queue) {
     h('label', {}, 'Look up a key ', input),
     h('button', { type: 'submit', text: 'Look up', attrs: { 'data-action': 'key-lookup' } }),
   );
-  const card = h('section', { class: 'card flow', attrs: { 'data-test': 'flow' } }, h('h2', { text: 'Flow control' }), limits, keys, form, result);
-  return { card, show: (info) => show(info, limits, keys) };
+  const card = h('section', { class: 'card flow', hidden: true, attrs: { 'data-test': 'flow' } }, h('h2', { text: 'Flow control' }), limits, keys, form, result);
+  return { card, show: (info) => show(info, card, limits, keys) };
 }
 
-function show(info, limits, keys) {
+function show(info, card, limits, keys) {
   const flow = info.config.flow;
-  if (flow === undefined || flow === null) {
-    clear(limits).append(h('p', { class: 'muted', text: 'Limits: none (messages are delivered as fast as consumers take them).' }));
-  } else {
-    clear(limits).append(h('dl', { class: 'fields' }, limitFields(flow).map(([name, value]) => h('div', { attrs: { 'data-limit': name } }, h('dt', { text: name }), h('dd', { text: value })))));
-  }
+  card.hidden = flow === undefined || flow === null;
+  if (card.hidden) return;
+  clear(limits).append(h('dl', { class: 'fields' }, limitFields(flow).map(([name, value]) => h('div', { attrs: { 'data-limit': name } }, h('dt', { text: name }), h('dd', { text: value })))));
   clear(keys).append(keyCounts(info.stats));
 }
 
@@ -49,9 +49,11 @@ function limitFields(flow) {
   ].map(([name, value]) => [name, String(value)]);
 }
 
-// "50 / 1s, burst 1"
+// "50 / 1s, burst 2"; a server answers `burst` filled in, so without it
+// the page names none rather than guess the default.
 export function fmtRate(rate) {
-  return `${fmtCount(rate.limit)} / ${fmtPeriod(rate.period_ms)}, burst ${rate.burst ?? 1}`;
+  const burst = rate.burst === undefined || rate.burst === null ? '' : `, burst ${rate.burst}`;
+  return `${fmtCount(rate.limit)} / ${fmtPeriod(rate.period_ms)}${burst}`;
 }
 
 // The largest unit that divides the period exactly: 1s, 1m, 250ms, 1d.

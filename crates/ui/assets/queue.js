@@ -1,6 +1,7 @@
-// One queue: counts and actions (pause/resume, purge), the due-time
-// histogram of its scheduled messages, and the per-state message lists with
-// paging and row actions (cancel, reschedule, redrive).
+// One queue: counts and actions (pause/resume, purge), its flow control
+// (only when its config has `flow`), its schedules, the due-time histogram
+// of its scheduled messages, and the per-state message lists (with each
+// message's key) with paging and row actions (cancel, reschedule, redrive).
 
 import * as api from './api.js';
 import { h, route, fmtCount, fmtTime, fmtRelative, preview, notify, runAction, replace } from './dom.js';
@@ -203,7 +204,8 @@ function messageTable(view, messages) {
     'tr',
     {},
     h('th', { text: 'id' }),
-    h('th', { text: TIME_COLUMN[view.state][0] }),
+    h('th', { text: 'key' }),
+    h('th', { class: 'when', text: TIME_COLUMN[view.state][0] }),
     h('th', { class: 'num wide-only', text: 'attempts' }),
     h('th', { class: 'num wide-only', text: 'priority' }),
     h('th', { text: 'payload' }),
@@ -214,6 +216,8 @@ function messageTable(view, messages) {
       'tr',
       { attrs: { 'data-id': m.id } },
       h('td', { class: 'id' }, h('a', { href: route('queues', view.queue, 'messages', m.id), text: m.id })),
+      // Empty without a key (`null`, or a server that does not send it).
+      h('td', { class: 'key', attrs: { title: m.key ?? undefined }, text: m.key ?? '' }),
       h('td', { class: 'when', attrs: { title: fmtTime(m[TIME_COLUMN[view.state][1]]) }, text: fmtRelative(m[TIME_COLUMN[view.state][1]]) }),
       h('td', { class: 'num wide-only', text: m.attempts }),
       h('td', { class: 'num wide-only', text: m.priority }),

@@ -186,7 +186,8 @@ class Push:
 @dataclass(frozen=True)
 class Rate:
     """A token bucket: ``limit`` deliveries per ``period_ms``, up to
-    ``burst`` at once (the server's default burst is 1). Over any span of
+    ``burst`` at once (the server's default burst is
+    ``max(2, ceil(limit / period_ms) + 1)``). Over any span of
     ``d`` ms at most ``burst + floor(d * limit / period_ms)`` deliveries
     start."""
 

@@ -63,7 +63,7 @@ fn queue_set_builds_and_merges_the_flow() {
     );
     assert_eq!(
         flow["key_rate"],
-        json!({"limit": 5, "period_ms": 1000, "burst": 1}),
+        json!({"limit": 5, "period_ms": 1000, "burst": 2}),
         "{flow}"
     );
     assert_eq!(
@@ -83,7 +83,7 @@ fn queue_set_builds_and_merges_the_flow() {
 
     let text = expect_ok(&delayd_cli(&url, &["stats", "mail"]));
     assert!(
-        text.contains("flow       rate 50/1s burst 5, key rate 5/1s burst 1, concurrency 20, ordered, max deferrals 7"),
+        text.contains("flow       rate 50/1s burst 5, key rate 5/1s burst 2, concurrency 20, ordered, max deferrals 7"),
         "{text}"
     );
     assert!(

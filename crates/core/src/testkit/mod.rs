@@ -279,6 +279,7 @@ macro_rules! conformance_tests_time_at_call {
             backoff_counts_from_expiry,
             due_cursor_fires_at_put_and_pause,
             lease_deadline_after_due_returns_it,
+            written_ahead_fire_whose_lease_ran_out_is_cancelled_by_a_pause,
         );
     };
     (virtual_time |$clock:ident| $factory:expr) => {

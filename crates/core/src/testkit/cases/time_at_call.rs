@@ -14,7 +14,7 @@ use crate::message::{MessageState, Nack, Schedule};
 use crate::model::{QueueConfigPatch, RetryPolicy};
 use crate::testkit::support::{self as s, get, lease, lease_for, put, req};
 
-use super::schedule_support::{every, put_schedule, sid};
+use super::schedule_support::{every, put_schedule, sid, written_ahead, HOUR_MS};
 
 /// Sleeps (tokio time: virtual in-process, real over the network) until
 /// the case's wall clock is past `t`.
@@ -146,4 +146,39 @@ pub async fn lease_deadline_after_due_returns_it(b: Arc<dyn Broker>) {
     );
     assert_eq!(got[0].id, out.id);
     assert!(s::now_ms() >= out.deliver_at, "delivered early");
+}
+
+/// A fire written ahead whose lease ran out (and that no timer has failed
+/// yet) is not held by a worker any more: a pause of its schedule cancels
+/// it, as the model does (it settles the expiry first). A backend that
+/// judged the lease without settling time kept it.
+pub async fn written_ahead_fire_whose_lease_ran_out_is_cancelled_by_a_pause(b: Arc<dyn Broker>) {
+    let q = s::queue("written_ahead_fire_whose_lease_ran_out", "q");
+    let start_at = s::now_ms() + 5_000;
+    let id = sid("expired");
+    put_schedule(&b, &q, &id, every(HOUR_MS, start_at)).await;
+    // A second, equal `PUT` changes nothing, but settles the schedule at
+    // its call: the fire, due to be written ahead, is written.
+    put_schedule(&b, &q, &id, every(HOUR_MS, start_at)).await;
+    written_ahead(&b, &q, &id, start_at).await;
+    let fire = id.fire_message_id(start_at);
+    let change = crate::message::Reschedule {
+        schedule: Some(Schedule::Now),
+        priority: None,
+    };
+    s::must(
+        b.reschedule(&q, &fire, change).await,
+        "reschedule the fire to now",
+    );
+    let mut leased = lease_for(&b, &q, 1, 0, Some(1_000)).await;
+    let held = leased
+        .pop()
+        .unwrap_or_else(|| panic!("the moved fire is ready"));
+    assert_eq!(held.id, fire);
+    sleep_past(held.lease_until).await;
+    s::must(b.set_schedule_paused(&q, &id, true).await, "pause");
+    s::assert_not_found(
+        b.get(&q, &fire).await,
+        "the fire whose lease ran out, after the pause",
+    );
 }
