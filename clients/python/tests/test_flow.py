@@ -20,7 +20,10 @@ def test_flow_is_stored_with_defaults_and_removed_with_none(queue: delayd.Queue)
     info = queue.put(flow=delayd.Flow(rate=delayd.Rate(50, 1000), key_concurrency=2, max_deferrals=5))
     assert info.config.flow == delayd.Flow(
         # api.md's default burst: max(2, ceil(limit / period_ms) + 1).
-        rate=delayd.Rate(50, 1000, burst=2), key_concurrency=2, ordered=False, max_deferrals=5
+        rate=delayd.Rate(50, 1000, burst=2),
+        key_concurrency=2,
+        ordered=False,
+        max_deferrals=5,
     )
     # Other settings leave flow alone; `flow=None` removes it.
     assert queue.put(max_attempts=3).config.flow is not None

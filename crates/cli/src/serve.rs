@@ -175,6 +175,7 @@ pub(crate) async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn 
             local.durability = *durability;
             local.disk_reserve = *disk_reserve;
             local.payload_cache_bytes = *cache_size;
+            local.engine_nice = Some(delayd_local::LocalConfig::SERVE_ENGINE_NICE);
             if let Some(horizon) = horizon {
                 local.horizon_ms = horizon.as_millis().try_into().unwrap_or(u64::MAX);
             }

@@ -92,13 +92,12 @@ impl LocalBroker {
     /// last durable state. Must be called inside a tokio runtime.
     pub async fn open(config: LocalConfig) -> Result<LocalBroker, OpenError> {
         let started = Instant::now();
-        let opened =
-            Store::open(&config.data_dir, config.payload_cache_bytes).map_err(|source| {
-                OpenError::Store {
-                    path: config.data_dir.clone(),
-                    source,
-                }
-            })?;
+        let opened = Store::open(&config.data_dir, config.engine_options()).map_err(|source| {
+            OpenError::Store {
+                path: config.data_dir.clone(),
+                source,
+            }
+        })?;
         let mut store = opened.store;
         let (state, mut report) = recover::load(
             &store,

@@ -48,14 +48,30 @@ pub struct LocalConfig {
     /// acks, cancels and deletes go on and free space (docs/storage.md,
     /// "Disk full and failed writes"). 0 turns the check off.
     pub disk_reserve: u64,
+    /// The nice value of the storage engine's background threads (memtable
+    /// flushes and compactions); `None` leaves them at the process's.
+    /// `delayd serve` sets 19: on a busy core they then run in the time the
+    /// broker's threads leave, instead of preempting a thread that holds
+    /// the state lock for a whole time slice (docs/storage.md, "The
+    /// engine's background work").
+    pub engine_nice: Option<i32>,
     /// Engine operations to fail (tests of the failure paths).
     #[cfg(any(test, feature = "fault-injection"))]
     pub faults: crate::fault::FaultPlan,
 }
 
 impl LocalConfig {
+    pub(crate) fn engine_options(&self) -> crate::store::EngineOptions {
+        crate::store::EngineOptions {
+            cache_bytes: self.payload_cache_bytes,
+            nice: self.engine_nice,
+        }
+    }
+
     pub const DEFAULT_HORIZON_MS: u64 = 300_000;
     pub const DEFAULT_PAYLOAD_CACHE_BYTES: usize = 64 * 1024 * 1024;
+    /// The engine's background threads' nice value `delayd serve` sets.
+    pub const SERVE_ENGINE_NICE: i32 = 19;
     /// Room for a drain's acks and deletes, a memtable flush and a journal
     /// rotation after producers were stopped.
     pub const DEFAULT_DISK_RESERVE: u64 = 64 * 1024 * 1024;
@@ -68,6 +84,7 @@ impl LocalConfig {
             clock: Arc::new(SystemClock),
             payload_cache_bytes: Self::DEFAULT_PAYLOAD_CACHE_BYTES,
             disk_reserve: Self::DEFAULT_DISK_RESERVE,
+            engine_nice: None,
             #[cfg(any(test, feature = "fault-injection"))]
             faults: crate::fault::FaultPlan::default(),
         }
@@ -81,6 +98,7 @@ impl std::fmt::Debug for LocalConfig {
             .field("durability", &self.durability)
             .field("horizon_ms", &self.horizon_ms)
             .field("payload_cache_bytes", &self.payload_cache_bytes)
+            .field("engine_nice", &self.engine_nice)
             .field("disk_reserve", &self.disk_reserve)
             .finish_non_exhaustive()
     }

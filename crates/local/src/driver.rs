@@ -31,11 +31,22 @@ use crate::store::Store;
 
 /// Longest wait between looks at the wall clock.
 pub(crate) const MAX_SLEEP: Duration = Duration::from_millis(100);
-/// Timers fired per lock hold. Each round ends by serving the waiting
-/// lease calls, so a waiter gets its message after at most this many
-/// firings, and no round holds the state lock for long (4,096 per round
-/// held it for tens of milliseconds in a burst; docs/BENCHMARKS.md).
-const FIRE_BATCH: usize = 256;
+/// Most timers fired per lock hold.
+const FIRE_BATCH: usize = 4096;
+/// How long a round fires timers before it serves the waiting lease calls
+/// and releases the lock: a waiter gets its message after at most this
+/// much firing, and no round holds the state lock for long (4,096 timers
+/// per round held it for tens of milliseconds in a burst; 256 per round
+/// handed a burst out in small lots, one consumer round trip each;
+/// docs/BENCHMARKS.md).
+const FIRE_BUDGET: Duration = Duration::from_micros(500);
+/// Timers fired between two looks at the clock.
+const FIRE_STRIDE: usize = 32;
+/// How long a burst (more timers due than a round fires) is fired, round
+/// after round with the lock released between, before the waiting lease
+/// calls are served: each waiter then gets up to its `max` at once, rather
+/// than one round's worth and a consumer round trip for each next lot.
+const BURST_GATHER: Duration = Duration::from_millis(25);
 /// `due` entries loaded per lock hold.
 pub(crate) const LOAD_BATCH: usize = 4096;
 
@@ -48,6 +59,8 @@ const CACHE_SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
 pub(crate) async fn run(inner: Arc<Inner>) {
     let mut cache_sampled: Option<std::time::Instant> = None;
+    // When the burst of due timers being fired began (see BURST_GATHER).
+    let mut burst: Option<std::time::Instant> = None;
     loop {
         inner.disk.sample_if_stale();
         if cache_sampled.is_none_or(|at| at.elapsed() >= CACHE_SAMPLE_EVERY) {
@@ -60,7 +73,7 @@ pub(crate) async fn run(inner: Arc<Inner>) {
         let wait = match if held {
             Ok(None)
         } else {
-            inner.drive_once().map(Some)
+            inner.drive_once(&mut burst).map(Some)
         } {
             // Held (a test hook): no round, and no busy loop on due timers.
             Ok(None) => MAX_SLEEP,
@@ -87,6 +100,13 @@ pub(crate) async fn run(inner: Arc<Inner>) {
     }
 }
 
+/// What a round of firing did.
+struct Fired {
+    count: usize,
+    /// It stopped at its limit or its time, with timers possibly still due.
+    limited: bool,
+}
+
 /// Why a driver round failed.
 pub(crate) enum RoundError {
     /// A failed write (the open group's flush before the scan) or memory
@@ -100,12 +120,18 @@ pub(crate) enum RoundError {
 impl Inner {
     /// One round: fire what is due, load the horizon. True when work is
     /// left over for an immediate next round.
-    fn drive_once(&self) -> Result<bool, RoundError> {
+    fn drive_once(&self, burst: &mut Option<std::time::Instant>) -> Result<bool, RoundError> {
         let started = std::time::Instant::now();
         let mut state = self.lock_state(Site::Driver);
         let now = self.clock.now_ms();
         let mut tx = Tx::default();
-        let fired = self.fire_due(&mut state, now, FIRE_BATCH, &mut tx)?;
+        let fired = self.fire_due(
+            &mut state,
+            now,
+            FIRE_BATCH,
+            Some(std::time::Instant::now() + FIRE_BUDGET),
+            &mut tx,
+        )?;
         let more_to_load = match horizon_target(&mut state, now, self.horizon_ms) {
             Some(target) => {
                 // The write half of the horizon scan, done here so that its
@@ -119,50 +145,68 @@ impl Inner {
             }
             None => false,
         };
-        // A timed pause that ended wakes nobody by itself: look at every
-        // queue someone waits on (few; O(1) when nobody waits).
-        let unpaused: Vec<_> = state
-            .waiters
-            .queues()
-            .filter(|q| state.first_ready(std::slice::from_ref(*q), now).is_some())
-            .cloned()
-            .collect();
-        for queue in &unpaused {
-            tx.note_ready(queue);
+        let gathering = fired.limited
+            && burst.get_or_insert_with(std::time::Instant::now).elapsed() < BURST_GATHER;
+        if !fired.limited {
+            *burst = None;
+        }
+        if gathering {
+            // Served once the burst is fired (or has taken its time): the
+            // queues with ready messages are found again then, below.
+            tx.ready_queues.clear();
+        } else {
+            // Also wakes the waiters of a timed pause that ended: look at
+            // every queue someone waits on (few; O(1) when nobody waits).
+            let ready: Vec<_> = state
+                .waiters
+                .queues()
+                .filter(|q| state.first_ready(std::slice::from_ref(*q), now).is_some())
+                .cloned()
+                .collect();
+            for queue in &ready {
+                tx.note_ready(queue);
+            }
         }
         let (_, handed) = self.absorb_counted(&mut state, tx, now);
         drop(state);
-        if fired > 0 || handed > 0 {
+        if fired.count > 0 || handed > 0 {
             metrics::histogram!(metric::DRIVER_ROUND_SECONDS)
                 .record(started.elapsed().as_secs_f64());
-            metrics::histogram!(metric::DRIVER_ROUND_FIRED).record(fired as f64);
+            metrics::histogram!(metric::DRIVER_ROUND_FIRED).record(fired.count as f64);
             metrics::histogram!(metric::DRIVER_ROUND_HANDED).record(handed as f64);
         }
-        Ok(fired == FIRE_BATCH || more_to_load)
+        Ok(fired.limited || more_to_load)
     }
 
     fn next_wait(&self) -> Duration {
         self.lock_state(Site::Driver).timers.next_wait(MAX_SLEEP)
     }
 
-    /// Fires up to `limit` timers due at `now`, in (deadline, seq) order:
-    /// a due message becomes ready, a lease that ran out fails (as of its
-    /// deadline), a due schedule fires. Returns how many fired.
+    /// Fires up to `limit` timers due at `now`, in (deadline, seq) order,
+    /// and none after `until` passed: a due message becomes ready, a lease
+    /// that ran out fails (as of its deadline), a due schedule fires.
     fn fire_due(
         &self,
         state: &mut State,
         now: u64,
         limit: usize,
+        until: Option<std::time::Instant>,
         tx: &mut Tx,
-    ) -> Result<usize, RoundError> {
+    ) -> Result<Fired, RoundError> {
         let mut fired = 0;
         // Looked up once a round, not per message: the stage's histogram,
         // and the queue's (rounds are mostly one queue's).
         let ready = metric::Lateness::of(metric::Stage::Ready);
         let mut per_queue: Option<(delayd_core::QueueName, metrics::Histogram)> = None;
-        while fired < limit {
+        let limited = loop {
+            let out_of_time = fired % FIRE_STRIDE == 0
+                && fired > 0
+                && until.is_some_and(|until| std::time::Instant::now() >= until);
+            if fired >= limit || out_of_time {
+                break true;
+            }
             let Some((_seq, deadline, target)) = state.timers.poll_expired(now) else {
-                break;
+                break false;
             };
             fired += 1;
             let (queue, id) = match target {
@@ -193,8 +237,11 @@ impl Inner {
                     e.to_string(),
                 )));
             }
-        }
-        Ok(fired)
+        };
+        Ok(Fired {
+            count: fired,
+            limited,
+        })
     }
 
     /// Loads the horizon while messages due by `now` may be on disk only
@@ -228,7 +275,7 @@ impl Inner {
         let mut tx = Tx::default();
         let fired = self
             .load_due(state, now, &mut tx)
-            .and_then(|()| self.fire_due(state, now, usize::MAX, &mut tx));
+            .and_then(|()| self.fire_due(state, now, usize::MAX, None, &mut tx));
         let became_ready = !std::mem::take(&mut tx.ready_queues).is_empty();
         tx.wake_driver |= became_ready;
         self.absorb_locked(state, tx, now);

@@ -143,6 +143,46 @@ impl WriteSet {
 
 const MEMTABLE_BYTES: u64 = 8 * 1024 * 1024;
 
+/// How the engine is opened.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EngineOptions {
+    /// The block cache's size.
+    pub cache_bytes: usize,
+    /// The nice value of the engine's background threads (memtable
+    /// flushes, compactions), see `LocalConfig::engine_nice`.
+    pub nice: Option<i32>,
+}
+
+/// Opens the database from a short-lived thread whose nice value is
+/// `options.nice`: fjall starts its worker threads at open, and a thread
+/// inherits its creator's nice value (on Linux each thread has its own).
+/// If the nice value cannot be set, the workers run at the caller's.
+fn open_in_background(dir: &Path, options: EngineOptions) -> Result<Database, fjall::Error> {
+    let opener = || {
+        if let Some(nice) = options.nice {
+            if let Err(e) = rustix::process::setpriority_process(None, nice) {
+                tracing::warn!(error = %e, nice, "cannot set the engine workers' nice value");
+            }
+        }
+        Database::builder(dir)
+            .cache_size(options.cache_bytes as u64)
+            // Bounds journal replay at start-up (restart-to-first-delivery).
+            .max_journaling_size(64 * 1024 * 1024)
+            .open()
+    };
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("delayd-open".into())
+            .spawn_scoped(scope, opener)
+            .map_err(fjall::Error::Io)
+            .and_then(|opening| {
+                opening
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+    })
+}
+
 /// The `schedules` keyspace's memtable: its records are read one at a
 /// time (a call, a fire), never scanned hot, so a smaller memtable costs
 /// only more frequent small flushes, and it keeps the memory of many
@@ -156,7 +196,7 @@ pub(crate) type KeyAndValue = (Vec<u8>, Vec<u8>);
 
 pub(crate) struct Store {
     dir: PathBuf,
-    cache_bytes: usize,
+    options: EngineOptions,
     /// Held by whoever writes a batch to the engine: the sync thread while
     /// it writes a closed group outside the state lock, and a scan's
     /// `flush_pending` (under the state lock), which must not overtake the
@@ -194,7 +234,7 @@ pub(crate) struct OpenedStore {
 impl Engine {
     /// Opens the database; returns it with the bytes cut off the journal
     /// tail.
-    fn open(dir: &Path, cache_bytes: usize) -> Result<(Engine, u64), StoreError> {
+    fn open(dir: &Path, options: EngineOptions) -> Result<(Engine, u64), StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
             path: dir.to_path_buf(),
             source,
@@ -209,12 +249,7 @@ impl Engine {
         if let Some((path, offset)) = &journals.torn_at {
             cut_torn_tail(path, *offset)?;
         }
-        let db = Database::builder(dir)
-            .cache_size(cache_bytes as u64)
-            // Bounds journal replay at start-up (restart-to-first-delivery).
-            .max_journaling_size(64 * 1024 * 1024)
-            .open()
-            .map_err(|e| name_damage(dir, e))?;
+        let db = open_in_background(dir, options).map_err(|e| name_damage(dir, e))?;
         let after = journal_sizes(dir)?;
         let torn_tail_bytes = journals
             .newest_written_end
@@ -258,11 +293,11 @@ impl Engine {
 }
 
 impl Store {
-    pub fn open(dir: &Path, cache_bytes: usize) -> Result<OpenedStore, StoreError> {
-        let (engine, torn_tail_bytes) = Engine::open(dir, cache_bytes)?;
+    pub fn open(dir: &Path, options: EngineOptions) -> Result<OpenedStore, StoreError> {
+        let (engine, torn_tail_bytes) = Engine::open(dir, options)?;
         let store = Store {
             dir: dir.to_path_buf(),
-            cache_bytes,
+            options,
             writer: Mutex::new(()),
             engine: RwLock::new(Some(engine)),
             faults: Arc::default(),
@@ -284,7 +319,7 @@ impl Store {
         // Dropped before the new open: fjall holds a lock file until its
         // database is dropped (which also stops its background workers).
         *engine = None;
-        let (fresh, torn_tail_bytes) = Engine::open(&self.dir, self.cache_bytes)?;
+        let (fresh, torn_tail_bytes) = Engine::open(&self.dir, self.options)?;
         *engine = Some(fresh);
         Ok(torn_tail_bytes)
     }
