@@ -47,6 +47,14 @@ pub enum BrokerError {
 }
 
 impl BrokerError {
+    /// `defer: true` on a queue without `flow` (api.md: 400), worded once
+    /// for every backend.
+    pub fn defer_without_flow(queue: &QueueName) -> Self {
+        Self::InvalidArgument(format!(
+            "defer: queue {queue} has no flow control (set its flow to defer deliveries)"
+        ))
+    }
+
     pub fn unavailable(reason: impl Into<String>) -> Self {
         Self::Unavailable {
             reason: reason.into(),

@@ -578,6 +578,28 @@ impl ScheduleRecord {
             .map(|t| self.id.fire_message_id(t))
     }
 
+    /// The message a change (replace, pause, delete) at `now` deletes: the
+    /// fire [written ahead](Self::written_ahead) for a later time, unless a
+    /// worker holds it (a client moved it forward and leased it; api.md: "A
+    /// pause, delete or replace cancels a fire enqueued ahead unless it is
+    /// leased"). `state_of` reads that message's state, with time settled
+    /// (`None`: it is gone). Call it on the [settled](Self::settled)
+    /// record. The Lua `sched_set` ports the lease check (docs/redis.md,
+    /// "Lua ports").
+    pub fn cancelled_by_change<E>(
+        &self,
+        now: u64,
+        state_of: impl FnOnce(&MessageId) -> Result<Option<crate::message::MessageState>, E>,
+    ) -> Result<Option<MessageId>, E> {
+        let Some(id) = self.written_ahead(now) else {
+            return Ok(None);
+        };
+        Ok(match state_of(&id)? {
+            Some(state) if state != crate::message::MessageState::Leased => Some(id),
+            _ => None,
+        })
+    }
+
     /// Whether the message of the cursor's fire time `t` may be written
     /// ahead: `overlap: allow` (`skip` is judged at the fire time) and the
     /// plan at `t` fires exactly `t`.

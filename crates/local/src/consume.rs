@@ -285,9 +285,7 @@ impl State {
     ) -> BrokerResult<()> {
         let config = self.queue(queue)?.config().clone();
         let Some(flow) = &config.flow else {
-            return Err(BrokerError::InvalidArgument(format!(
-                "defer: queue {queue} has no flow control (set its flow to defer deliveries)"
-            )));
+            return Err(BrokerError::defer_without_flow(queue));
         };
         let mut new = old.clone();
         new.lease_until = None;

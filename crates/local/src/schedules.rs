@@ -11,8 +11,8 @@
 //! few hundred bytes each, however large their message templates are.
 
 use delayd_core::{
-    BrokerError, BrokerResult, EnqueueOptions, EnqueueOutcome, MessageState, QueueConfig,
-    QueueName, ScheduleDefinition, ScheduleId, ScheduleRecord, Upsert,
+    BrokerError, BrokerResult, EnqueueOptions, EnqueueOutcome, QueueConfig, QueueName,
+    ScheduleDefinition, ScheduleId, ScheduleRecord, Upsert,
 };
 
 use crate::error::StoreError;
@@ -92,14 +92,13 @@ impl State {
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<()> {
-        let Some(id) = current.written_ahead(now) else {
-            return Ok(());
-        };
-        match self.lookup(store, &current.queue, &id)? {
-            Some(m) if m.state != MessageState::Leased => {
-                self.cancel(store, &current.queue, &id, tx)
-            }
-            _ => Ok(()),
+        let queue = &current.queue;
+        let cancelled = current.cancelled_by_change(now, |id| {
+            self.lookup(store, queue, id).map(|m| m.map(|m| m.state))
+        })?;
+        match cancelled {
+            Some(id) => self.cancel(store, queue, &id, tx),
+            None => Ok(()),
         }
     }
 

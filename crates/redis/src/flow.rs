@@ -20,14 +20,6 @@ use crate::scripts;
 /// calls, so a second round is already rare).
 const MAX_ROUNDS: usize = 10;
 
-/// `defer: true` on a queue without flow (api.md: 400), worded as the
-/// reference model words it.
-fn no_flow(queue: &QueueName) -> BrokerError {
-    BrokerError::InvalidArgument(format!(
-        "defer: queue {queue} has no flow control (set its flow to defer deliveries)"
-    ))
-}
-
 impl Inner {
     /// A nack with `defer: true`: read the message, apply the deferral rule
     /// to it, and let `defer.lua` carry the verdict out if the message is
@@ -44,7 +36,7 @@ impl Inner {
             return Err(self.not_found(queue, id).await);
         };
         let Some(flow) = config.flow.as_ref() else {
-            return Err(no_flow(queue));
+            return Err(BrokerError::defer_without_flow(queue));
         };
         for _ in 0..MAX_ROUNDS {
             let message = self.get(queue, id).await?;

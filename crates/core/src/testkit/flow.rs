@@ -306,7 +306,5 @@ fn defer_message(
 
 /// `defer: true` on a queue without `flow` (api.md: 400).
 pub(crate) fn no_flow(queue: &QueueName) -> BrokerError {
-    BrokerError::InvalidArgument(format!(
-        "defer: queue {queue} has no flow control (set its flow to defer deliveries)"
-    ))
+    BrokerError::defer_without_flow(queue)
 }

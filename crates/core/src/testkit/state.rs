@@ -208,16 +208,16 @@ impl State {
     /// later fire time, which a change at `now` cancels, unless a worker
     /// holds it (a client moved it forward and leased it).
     pub fn cancel_written_ahead(&mut self, current: &ScheduleRecord, now: u64) {
-        let Some(id) = current.written_ahead(now) else {
-            return;
-        };
-        let key = (current.queue.clone(), id);
-        if self
-            .messages
-            .get(&key)
-            .is_some_and(|s| s.msg.state != MessageState::Leased)
-        {
-            self.messages.remove(&key);
+        let queue = &current.queue;
+        let cancelled = current.cancelled_by_change(now, |id| {
+            let state = self
+                .messages
+                .get(&(queue.clone(), id.clone()))
+                .map(|s| s.msg.state);
+            Ok::<_, std::convert::Infallible>(state)
+        });
+        if let Ok(Some(id)) = cancelled {
+            self.messages.remove(&(queue.clone(), id));
         }
     }
 
