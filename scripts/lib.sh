@@ -98,37 +98,27 @@ def bound(buckets, q):
         if c >= q * total:
             return "inf" if le == float("inf") else "%g ms" % (le * 1000)
     return "inf"
-for stage in ("ready", "leased", "answered"):
-    key = ("delayd_delivery_lateness_seconds", stage)
-    if key not in after:
-        continue
-    buckets = delta(key)
-    total = buckets[-1][1]
-    if total <= 0:
-        continue
+def series(name, labels):
+    """(label, bucket deltas) of each label of `name` with observations."""
+    for label in labels:
+        key = (name, label)
+        if key in after:
+            buckets = delta(key)
+            if buckets[-1][1] > 0:
+                yield label, buckets, buckets[-1][1]
+def longest(buckets, total):
+    le = next((le for le, c in buckets if c >= total), float("inf"))
+    return "inf" if le == float("inf") else "%g ms" % (le * 1000)
+for stage, buckets, total in series("delayd_delivery_lateness_seconds", ("ready", "leased", "answered")):
     within = dict(buckets).get(0.0025, 0)
     print("== stage %s: messages=%d later_than_2.5ms=%.3f%% p50<=%s p99<=%s p99.9<=%s"
           % (stage, total, 100 * (total - within) / total, bound(buckets, .5), bound(buckets, .99), bound(buckets, .999)))
-for phase in ("open", "write", "fsync", "publish"):
-    key = ("delayd_commit_phase_seconds", phase)
-    if key not in after:
-        continue
-    buckets = delta(key)
-    total = buckets[-1][1]
-    if total <= 0:
-        continue
-    longest = next((le for le, c in buckets if c >= total), float("inf"))
+for phase, buckets, total in series("delayd_commit_phase_seconds", ("open", "write", "fsync", "publish")):
     print("== commit %s: groups=%d p50<=%s p99<=%s longest<=%s"
-          % (phase, total, bound(buckets, .5), bound(buckets, .99), "inf" if longest == float("inf") else "%g ms" % (longest * 1000)))
-for (name, site) in sorted(after):
-    if name != "delayd_state_lock_hold_seconds":
-        continue
-    buckets = delta((name, site))
-    total = buckets[-1][1]
-    if total <= 0:
-        continue
-    longest = next((le for le, c in buckets if c >= total), float("inf"))
+          % (phase, total, bound(buckets, .5), bound(buckets, .99), longest(buckets, total)))
+sites = sorted(site for (name, site) in after if name == "delayd_state_lock_hold_seconds")
+for site, buckets, total in series("delayd_state_lock_hold_seconds", sites):
     over = total - dict(buckets).get(0.001, 0)
-    print("== lock %s: holds=%d over_1ms=%d longest<=%s" % (site, total, over, "inf" if longest == float("inf") else "%g ms" % (longest * 1000)))
+    print("== lock %s: holds=%d over_1ms=%d longest<=%s" % (site, total, over, longest(buckets, total)))
 PY
 }

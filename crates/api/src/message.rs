@@ -5,8 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ErrorBody;
-use crate::nullable;
-use crate::payload::{self, Payload};
+use crate::payload::Payload;
 
 /// One message to enqueue (`POST .../messages`, or an item of a batch).
 /// At most one of `delay_ms` and `deliver_at`; neither means "now".
@@ -45,32 +44,61 @@ pub struct EnqueueBody {
     pub key: Option<String>,
 }
 
-/// How a request carries an [`EnqueueBody`]: the payload's two keys are
-/// fields of their own here, not a flattened [`Payload`]. serde reads a
-/// flattened field from a buffer after the object, where it knows neither
-/// the object's fields (an unknown field's error could not list them) nor
-/// the key being read (a payload of the wrong type would not be named).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EnqueueWire {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    payload: Option<String>,
-    #[serde(default, deserialize_with = "payload::read_base64")]
-    payload_base64: Option<Vec<u8>>,
-    #[serde(default)]
-    delay_ms: Option<u64>,
-    #[serde(default)]
-    deliver_at: Option<u64>,
-    #[serde(default)]
-    priority: Option<u32>,
-    #[serde(default, deserialize_with = "nullable::or_default")]
-    headers: BTreeMap<String, String>,
-    #[serde(default)]
-    max_attempts: Option<u32>,
-    #[serde(default)]
-    key: Option<String>,
+/// Declares a request body's wire struct (see `EnqueueWire`) with the
+/// fields of a message's content that an enqueue and a schedule's template
+/// share: its own fields (each optional) with the payload's two keys at
+/// `@payload;`, then `priority`, `headers`, `max_attempts` and `key` (the
+/// order an unknown field's error lists them in).
+macro_rules! message_wire {
+    (
+        $(#[$meta:meta])*
+        struct $name:ident {
+            $($before:ident: $before_ty:ty,)*
+            @payload;
+            $($after:ident: $after_ty:ty,)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct $name {
+            $(
+                #[serde(default)]
+                $before: $before_ty,
+            )*
+            #[serde(default)]
+            payload: Option<String>,
+            #[serde(default, deserialize_with = "crate::payload::read_base64")]
+            payload_base64: Option<Vec<u8>>,
+            $(
+                #[serde(default)]
+                $after: $after_ty,
+            )*
+            #[serde(default)]
+            priority: Option<u32>,
+            #[serde(default, deserialize_with = "crate::nullable::or_default")]
+            headers: std::collections::BTreeMap<String, String>,
+            #[serde(default)]
+            max_attempts: Option<u32>,
+            #[serde(default)]
+            key: Option<String>,
+        }
+    };
+}
+pub(crate) use message_wire;
+
+message_wire! {
+    /// How a request carries an [`EnqueueBody`]: the payload's two keys are
+    /// fields of their own here, not a flattened [`Payload`]. serde reads a
+    /// flattened field from a buffer after the object, where it knows neither
+    /// the object's fields (an unknown field's error could not list them) nor
+    /// the key being read (a payload of the wrong type would not be named).
+    struct EnqueueWire {
+        id: Option<String>,
+        @payload;
+        delay_ms: Option<u64>,
+        deliver_at: Option<u64>,
+    }
 }
 
 impl TryFrom<EnqueueWire> for EnqueueBody {

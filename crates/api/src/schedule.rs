@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::nullable;
-use crate::payload::{self, Payload};
+use crate::payload::Payload;
 
 /// Default `catchup_window_ms` (one hour, api.md).
 pub const DEFAULT_CATCHUP_WINDOW_MS: u64 = 3_600_000;
@@ -96,23 +95,12 @@ pub struct ScheduleMessageBody {
     pub key: Option<String>,
 }
 
-/// How a request carries a [`ScheduleMessageBody`]: the payload's keys as
-/// fields of their own, for the reason `EnqueueWire` gives.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ScheduleMessageWire {
-    #[serde(default)]
-    payload: Option<String>,
-    #[serde(default, deserialize_with = "payload::read_base64")]
-    payload_base64: Option<Vec<u8>>,
-    #[serde(default)]
-    priority: Option<u32>,
-    #[serde(default, deserialize_with = "nullable::or_default")]
-    headers: BTreeMap<String, String>,
-    #[serde(default)]
-    max_attempts: Option<u32>,
-    #[serde(default)]
-    key: Option<String>,
+crate::message::message_wire! {
+    /// How a request carries a [`ScheduleMessageBody`]: the payload's keys as
+    /// fields of their own, for the reason `EnqueueWire` gives.
+    struct ScheduleMessageWire {
+        @payload;
+    }
 }
 
 impl TryFrom<ScheduleMessageWire> for ScheduleMessageBody {

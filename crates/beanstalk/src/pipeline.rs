@@ -9,7 +9,7 @@
 //! A segment's replies are rendered at once but held back until its commit
 //! is durable (the connection keeps them behind a gate, see `server`):
 //! meanwhile the connection reads and runs the commands that follow, so a
-//! `delete` no longer stalls the reserves behind it for its fsync. What a
+//! `delete` does not stall the reserves behind it for its fsync. What a
 //! client sees is unchanged: no reply before what it answers is durable,
 //! and all in order. A commit that fails closes the connection without
 //! sending the replies it held back.

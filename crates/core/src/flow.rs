@@ -3,10 +3,10 @@
 //!
 //! Every delivery path (HTTP lease, beanstalkd `reserve`, push) meets this
 //! gate. The model and `LocalBroker` call this module; `RedisBroker` runs
-//! the bucket arithmetic, the admission rule and the idle rule as Lua ports
-//! inside its atomic calls (docs/redis.md, "Lua ports", lists each with the
-//! test that keeps it equal to the code here). Nothing here reads a clock:
-//! `now` is passed in.
+//! the bucket arithmetic, the admission rule, the idle rule and the
+//! ordered rule as Lua ports inside its atomic calls (docs/redis.md, "Lua
+//! ports", lists each with the test that keeps it equal to the code here).
+//! Nothing here reads a clock: `now` is passed in.
 //!
 //! # The rules, as code
 //! - [`Bucket`]: a token bucket as a GCRA "theoretical arrival time". One
@@ -16,8 +16,12 @@
 //!   message may start a delivery now, or is held with a [`Hold`] that
 //!   says why and, when time alone ends it, until when.
 //! - [`FlowConfig::take`]: what a delivery that was admitted spends.
-//! - [`FlowConfig::defer`]: the deferral rule (push 429/503 with
-//!   `Retry-After`, nack `defer`).
+//! - [`FlowConfig::deferred`]: everything a deferral (push 429/503 with
+//!   `Retry-After`, nack `defer`) changes: the attempt given back, the
+//!   deferral counted, death or the new due time ([`FlowConfig::defer`]),
+//!   and the cooldown ([`Deferred::cools_until`]). Every backend applies it
+//!   as returned (Redis passes it into `defer.lua`).
+//! - [`keys_next`]: the ordered rule, which of a key's messages goes next.
 //!
 //! A slot is a lease: the leased counts a backend passes in are derived
 //! from its leases (never a counter of their own that could leak), so
@@ -403,6 +407,26 @@ impl FlowConfig {
         }
     }
 
+    /// A delivery deferred at `now`, of a message with `attempts` (this
+    /// delivery's included) and `deferrals` in a row before it: the attempt
+    /// is given back, the deferral counted, and [`defer`](Self::defer)
+    /// decides the rest.
+    pub fn deferred(
+        &self,
+        retry: &RetryPolicy,
+        attempts: u32,
+        deferrals: u32,
+        delay_ms: Option<u64>,
+        now: u64,
+    ) -> Deferred {
+        let deferrals = deferrals.saturating_add(1);
+        Deferred {
+            attempts: attempts.saturating_sub(1),
+            deferrals,
+            verdict: self.defer(retry, deferrals, delay_ms, now),
+        }
+    }
+
     /// The deferral rule. `deferrals` counts this message's deferrals in a
     /// row including this one; `delay_ms` is the delay the consumer asked
     /// for (nack `delay_ms`, or a push's `Retry-After` already passed
@@ -422,6 +446,49 @@ impl FlowConfig {
         Deferral::Again {
             deliver_at: now.saturating_add(delay),
         }
+    }
+}
+
+/// Everything a deferred delivery changes (api.md, Flow control ›
+/// Deferrals), decided here once for every backend: each applies it to its
+/// record as it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deferred {
+    /// The message's attempts after it: the delivery's attempt given back.
+    pub attempts: u32,
+    /// Its deferrals in a row, this one included.
+    pub deferrals: u32,
+    /// It dies, or is due again.
+    pub verdict: Deferral,
+}
+
+impl Deferred {
+    /// Until when the message's key (without a key: its queue) cools down:
+    /// its new due time; nothing when it dies.
+    pub fn cools_until(&self) -> Option<u64> {
+        match self.verdict {
+            Deferral::Dead => None,
+            Deferral::Again { deliver_at } => Some(deliver_at),
+        }
+    }
+}
+
+/// The ordered rule (api.md, Flow control): an ordered key's next message
+/// is its holder (a message of the key delivered before and not yet done
+/// with, [`Message::holds_key`](crate::Message::holds_key)) whatever its
+/// state, else the key's first ready message in delivery order. So while a
+/// holder waits (scheduled for its retry), the key delivers nothing. The
+/// backends find the holder and the first ready message their own way; this
+/// says which of them goes. Without `ordered` there is no holder:
+/// delivery order alone decides.
+pub fn keys_next<T>(
+    ordered: bool,
+    holder: Option<T>,
+    first_ready: impl FnOnce() -> Option<T>,
+) -> Option<T> {
+    match holder {
+        Some(holder) if ordered => Some(holder),
+        _ => first_ready(),
     }
 }
 

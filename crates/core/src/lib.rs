@@ -87,7 +87,7 @@ pub use broker::{
 pub use clock::{Clock, ManualClock, SkewedClock, SystemClock};
 pub use error::{BrokerError, BrokerResult};
 pub use firing::{fire_step, FireStep};
-pub use flow::{Bucket, Deferral, FlowConfig, FlowKey, GateState, Hold, KeyInfo, Rate};
+pub use flow::{Bucket, Deferral, Deferred, FlowConfig, FlowKey, GateState, Hold, KeyInfo, Rate};
 pub use message::{
     check_lease_ms, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, LeaseRequest,
     ListQuery, Message, MessageCounters, MessageState, Nack, Redrive, Reschedule, Schedule,

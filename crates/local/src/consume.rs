@@ -287,34 +287,39 @@ impl State {
         let Some(flow) = &config.flow else {
             return Err(BrokerError::defer_without_flow(queue));
         };
+        let deferred = flow.deferred(
+            &config.retry,
+            old.attempts,
+            old.deferrals,
+            nack.delay_ms,
+            now,
+        );
         let mut new = old.clone();
         new.lease_until = None;
         new.lease_id = None;
-        new.attempts = new.attempts.saturating_sub(1);
-        new.deferrals = new.deferrals.saturating_add(1);
+        new.attempts = deferred.attempts;
+        new.deferrals = deferred.deferrals;
         if let Some(priority) = nack.priority {
             new.priority = priority;
         }
         metrics::counter!(metric::FLOW_DEFERRALS_TOTAL, "queue" => queue.to_string()).increment(1);
-        let until = match flow.defer(&config.retry, new.deferrals, nack.delay_ms, now) {
+        match deferred.verdict {
             delayd_core::Deferral::Dead => {
                 new.state = MessageState::Dead;
                 new.died_at = Some(now);
                 new.counters.buries += 1;
                 metrics::counter!(metric::DEAD_LETTERED_TOTAL, "queue" => queue.to_string())
                     .increment(1);
-                None
             }
             delayd_core::Deferral::Again { deliver_at } => {
                 new.state = MessageState::Scheduled;
                 new.deliver_at = deliver_at;
-                Some(deliver_at)
             }
-        };
+        }
         let key = new.key.clone();
         self.unlink(queue, &old.id);
         self.place(queue, Some(&old), new, now, tx)?;
-        if let Some(until) = until {
+        if let Some(until) = deferred.cools_until() {
             self.cool_down(queue, key.as_ref(), until);
         }
         Ok(())

@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use delayd_core::{
-    metric, Bucket, FlowConfig, FlowKey, GateState, Hold, KeyInfo, MessageId, QueueName,
+    flow, metric, Bucket, FlowConfig, FlowKey, GateState, Hold, KeyInfo, MessageId, QueueName,
 };
 
 use crate::codec::MessageRecord;
@@ -285,22 +285,14 @@ impl State {
         // parked messages. Most looks (a keyed enqueue behind a head that is
         // still first, an ack of another of the key's messages) find the
         // head again and move nothing.
-        let holder = q.flow.holders.get(key);
-        let next = match (
+        let next = keys_next_ready(
+            &q.messages,
+            &q.flow.parked,
+            &flow,
+            q.flow.holders.get(key),
             km.head,
-            next_of_key(&q.flow.parked, &q.messages, &flow, holder, key),
-        ) {
-            (Some(head), Some(parked)) if !head_goes_first(&flow, holder, head, parked) => {
-                Some(parked)
-            }
-            (Some(head), Some(_)) => Some(head),
-            (Some(head), None) => {
-                let waits_for_holder =
-                    flow.ordered && holder.is_some() && !holder_is(&q.messages, holder, head);
-                (!waits_for_holder).then_some(head)
-            }
-            (None, parked) => parked,
-        };
+            key,
+        );
         let mut wake = None;
         let head = match next.map(|rk| (rk, flow.admit_key(&km.gate, now))) {
             Some((rk, Ok(()))) => Some(rk),
@@ -560,56 +552,36 @@ impl State {
     }
 }
 
-/// Whether the key's head `head` (in the ready set) goes before its first
-/// parked message `parked` (as [`next_of_key`] chose it): with `ordered`
-/// and a holder, only the holder goes, wherever it is; else delivery order.
-fn head_goes_first(
-    flow: &FlowConfig,
-    holder: Option<&MessageId>,
-    head: ReadyKey,
-    parked: ReadyKey,
-) -> bool {
-    if flow.ordered && holder.is_some() {
-        // `next_of_key` found the holder parked: the head is not it.
-        return false;
-    }
-    head < parked
-}
-
-/// Whether `head` is the ready position of the key's holder.
-fn holder_is(
+/// The ready position of the key's next message ([`flow::keys_next`]),
+/// among its head (in the ready set) and its parked messages: with
+/// `ordered` and a holder, the holder's when it is ready (none while it
+/// waits); else the first of them in delivery order.
+fn keys_next_ready(
     messages: &crate::state::Messages,
-    holder: Option<&MessageId>,
-    head: ReadyKey,
-) -> bool {
-    holder
-        .and_then(|id| messages.get(id))
-        .is_some_and(|rec| (rec.priority, rec.deliver_at, rec.seq) == head)
-}
-
-/// The key's next message among its parked ones: with `ordered`, its
-/// holder (when ready; none while the holder waits), else its first in
-/// delivery order.
-fn next_of_key(
     parked: &BTreeMap<(FlowKey, ReadyKey), MessageId>,
-    messages: &crate::state::Messages,
     flow: &FlowConfig,
     holder: Option<&MessageId>,
+    head: Option<ReadyKey>,
     key: &FlowKey,
 ) -> Option<ReadyKey> {
-    if flow.ordered {
-        if let Some(holder) = holder {
-            let rec = messages.get(holder)?;
-            let rk = (rec.priority, rec.deliver_at, rec.seq);
-            return parked.contains_key(&(key.clone(), rk)).then_some(rk);
-        }
-    }
-    let from = (key.clone(), (0, 0, 0));
-    parked
-        .range(from..)
-        .next()
-        .filter(|((k, _), _)| k == key)
-        .map(|((_, rk), _)| *rk)
+    let holders_place = holder.map(|id| {
+        messages
+            .get(id)
+            .map(|rec| (rec.priority, rec.deliver_at, rec.seq))
+            .filter(|&rk| head == Some(rk) || parked.contains_key(&(key.clone(), rk)))
+    });
+    flow::keys_next(flow.ordered, holders_place, || {
+        let first_parked = parked
+            .range((key.clone(), (0, 0, 0))..)
+            .next()
+            .filter(|((k, _), _)| k == key)
+            .map(|((_, rk), _)| *rk);
+        Some(match (head, first_parked) {
+            (Some(head), Some(parked)) => Some(head.min(parked)),
+            (head, parked) => head.or(parked),
+        })
+    })
+    .flatten()
 }
 
 /// The flow key counts of a queue's stats: keys kept, keys cooling down.

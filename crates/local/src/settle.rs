@@ -5,9 +5,9 @@
 //! (durable, lost, or the store failed). The sync thread publishes a group
 //! by taking the waiters of every group up to it out of the table under a
 //! short lock and waking them after it: callers of the groups still open
-//! are not woken, and nobody re-polls to find it was not their turn (a
-//! `watch` woke every subscriber at every group, the open group's callers
-//! included, each to find it was not their turn).
+//! are not woken, and nobody re-polls to find it was not their turn (with
+//! one broadcast channel every caller would wake at every group, only to
+//! wait again).
 
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -153,6 +153,15 @@ pub(crate) struct EngineOptions {
     pub nice: Option<i32>,
 }
 
+impl EngineOptions {
+    /// A 1 MiB cache at the caller's nice value: for a store opened briefly
+    /// (a check's scratch copy, a test).
+    pub const SMALL: Self = Self {
+        cache_bytes: 1 << 20,
+        nice: None,
+    };
+}
+
 /// Opens the database from a short-lived thread whose nice value is
 /// `options.nice`: fjall starts its worker threads at open, and a thread
 /// inherits its creator's nice value (on Linux each thread has its own).

@@ -1,11 +1,11 @@
--- ARGV 4: id, 5: lease id, 6: the deferrals in a row the caller read,
--- 7: 'D' (the deferral rule says dead) or the new deliver_at, 8: priority
--- or ''. A nack with `defer: true` on a queue with flow: the rule
--- (`FlowConfig::defer`) was applied in Rust to the record read; this
--- applies its verdict only if the message is still leased by that lease
--- with those deferrals (else {'CHG'}, and the caller reads again). The
--- attempt is given back, the deferrals count one more, and the key (the
--- queue, without a key) cools down until the new deliver_at.
+-- ARGV 4: id, 5: lease id, 6 and 7: the attempts and the deferrals in a
+-- row the caller read, 8 and 9: the attempts and deferrals after the
+-- deferral, 10: 'D' (it dies) or the new deliver_at, 11: priority or ''.
+-- A nack with `defer: true` on a queue with flow: the deferral
+-- (`FlowConfig::deferred`) was decided in Rust from the record read; this
+-- applies it only if the message is still leased by that lease with those
+-- counts (else {'CHG'}, and the caller reads again), and cools the key
+-- (the queue, without a key) down until the new deliver_at.
 -- Returns {'OK', new state, next_due, wakes}, {'NF'}, {'LM'}, {'CHG'} or
 -- {'NOQ'}.
 local c = cfg()
@@ -14,18 +14,17 @@ promote(c)
 local id, lid = ARGV[4], ARGV[5]
 local bad, r = check_lease(id, lid)
 if bad then return {bad} end
-if r[DF] ~= tonumber(ARGV[6]) then return {'CHG'} end
-if ARGV[8] ~= '' then r[PR] = tonumber(ARGV[8]) end
+if r[AT] ~= tonumber(ARGV[6]) or r[DF] ~= tonumber(ARGV[7]) then return {'CHG'} end
+if ARGV[11] ~= '' then r[PR] = tonumber(ARGV[11]) end
 redis.call('ZREM', K_LEASE, member(r, id))
 r[LU], r[LI] = '', ''
-r[AT] = math.max(r[AT] - 1, 0)
-r[DF] = r[DF] + 1
+r[AT], r[DF] = tonumber(ARGV[8]), tonumber(ARGV[9])
 local st
-if ARGV[7] == 'D' then
+if ARGV[10] == 'D' then
   to_dead(id, r, NOW)
   st = 'D'
 else
-  local da = tonumber(ARGV[7])
+  local da = tonumber(ARGV[10])
   r[DA] = da
   st = place(id, r)
   if r[KY] ~= '' then

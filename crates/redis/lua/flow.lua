@@ -2,12 +2,12 @@
 -- and docs/redis.md "Flow control" says why part of them is ported here).
 --
 -- Ported from flow.rs (docs/redis.md, "Lua ports", lists each with its
--- test): `Bucket::ready_at`, `Bucket::take` and `admit_one` (behind
--- `FlowConfig::admit_queue` and `admit_key`), which
+-- test): `Bucket::ready_at`, `Bucket::take`, `admit_one` (behind
+-- `FlowConfig::admit_queue` and `admit_key`) and the idle rule of
+-- `GateState::is_idle`/`idle_at` (`gate_idle`, behind `key_idle`: a key
+-- with no live message, no cooldown and a full bucket is forgotten), which
 -- `tests/redis/flow_lua.rs` feeds the same random inputs as Rust and
--- compares; and the idle rule of `GateState::is_idle`/`idle_at` in
--- `key_idle` (a key with no live message, no cooldown and a full bucket is
--- forgotten). Everything else (the emission interval, the deferral rule)
+-- compares. Everything else (the emission interval, the deferral rule)
 -- is computed in Rust and passed in.
 --
 -- State, all under the shard's hash tag:
@@ -93,8 +93,18 @@ end
 
 local function holders(key) return tonumber(redis.call('HGET', K_KH, key)) or 0 end
 
--- Forgets a key that is done (no live message, no cooldown, a full
--- bucket), or notes when it will be.
+-- The idle rule of `GateState::is_idle` and `idle_at` for a state with no
+-- lease: whether it holds nothing a fresh one would not at `now` (no
+-- cooldown, a full bucket), and else when it will (ms).
+local function gate_idle(tat, cool, now)
+  if cool <= now and tat <= now * 1000 then
+    return true, nil
+  end
+  return false, math.max(cool, math.ceil(tat / 1000))
+end
+
+-- Forgets a key that is done (no live message and an idle gate), or notes
+-- when it will be.
 local function key_idle(key)
   if redis.call('SCARD', k_members(key)) > 0 then
     redis.call('ZREM', K_KIDLE, key)
@@ -102,7 +112,8 @@ local function key_idle(key)
   end
   local tat = tonumber(redis.call('HGET', K_KT, key)) or 0
   local cool = tonumber(redis.call('ZSCORE', K_KCOOL, key)) or 0
-  if cool <= NOW and tat <= NOW * 1000 then
+  local idle, at = gate_idle(tat, cool, NOW)
+  if idle then
     redis.call('HDEL', K_KEYS, key)
     redis.call('HDEL', K_KT, key)
     redis.call('HDEL', K_KHP, key)
@@ -110,7 +121,7 @@ local function key_idle(key)
     redis.call('ZREM', K_KWAIT, key)
     redis.call('ZREM', K_KIDLE, key)
   else
-    redis.call('ZADD', K_KIDLE, s(math.max(cool, math.ceil(tat / 1000))), key)
+    redis.call('ZADD', K_KIDLE, s(at), key)
   end
 end
 

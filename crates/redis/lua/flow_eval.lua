@@ -1,7 +1,9 @@
 -- Test entry point of the differential test (tests/redis/flow_lua.rs): ARGV 4..:
 -- groups of 7: tat, iv, burst, slots ('' = none), leased, cool, now
 -- (iv '' = no rate). Returns per group: the hold's reason ('' admitted),
--- until ('' none), ready_at ('' without rate), and the TAT after a take.
+-- until ('' none), ready_at ('' without rate), the TAT after a take, and
+-- the idle rule's verdict for the state without its leases ('1' idle, else
+-- '' and when it will be).
 local out = {}
 for i = 4, #ARGV, 7 do
   local tat, iv, burst = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
@@ -17,5 +19,8 @@ for i = 4, #ARGV, 7 do
     out[#out + 1] = ''
     out[#out + 1] = ''
   end
+  local idle, at = gate_idle(tat, cool, now)
+  out[#out + 1] = idle and '1' or ''
+  out[#out + 1] = at and s(at) or ''
 end
 return out

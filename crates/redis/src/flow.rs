@@ -21,9 +21,10 @@ use crate::scripts;
 const MAX_ROUNDS: usize = 10;
 
 impl Inner {
-    /// A nack with `defer: true`: read the message, apply the deferral rule
-    /// to it, and let `defer.lua` carry the verdict out if the message is
-    /// still leased by `lease` with the deferrals read.
+    /// A nack with `defer: true`: read the message, decide the deferral
+    /// (`FlowConfig::deferred`) from it, and let `defer.lua` carry it out if
+    /// the message is still leased by `lease` with the attempts and
+    /// deferrals read.
     pub(crate) async fn defer(
         &self,
         queue: &QueueName,
@@ -41,8 +42,14 @@ impl Inner {
         for _ in 0..MAX_ROUNDS {
             let message = self.get(queue, id).await?;
             let now = self.clock.now_ms();
-            let deferrals = message.deferrals.saturating_add(1);
-            let verdict = match flow.defer(&config.retry, deferrals, nack.delay_ms, now) {
+            let deferred = flow.deferred(
+                &config.retry,
+                message.attempts,
+                message.deferrals,
+                nack.delay_ms,
+                now,
+            );
+            let verdict = match deferred.verdict {
                 Deferral::Dead => b"D".to_vec(),
                 Deferral::Again { deliver_at } => deliver_at.to_string().into_bytes(),
             };
@@ -50,7 +57,10 @@ impl Inner {
             let args = vec![
                 id.as_str().into(),
                 lease.as_str().into(),
+                message.attempts.to_string().into_bytes(),
                 message.deferrals.to_string().into_bytes(),
+                deferred.attempts.to_string().into_bytes(),
+                deferred.deferrals.to_string().into_bytes(),
                 verdict,
                 nack.priority
                     .map(|p| p.to_string())

@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 
 use crate::error::{BrokerError, BrokerResult};
-use crate::flow::{Bucket, Deferral, FlowConfig, FlowKey, GateState, Hold, KeyInfo};
+use crate::flow::{
+    self, Bucket, Deferral, Deferred, FlowConfig, FlowKey, GateState, Hold, KeyInfo,
+};
 use crate::message::{Message, MessageState};
 use crate::model::{MessageId, QueueName};
 
@@ -150,25 +152,26 @@ impl State {
             .count() as u32
     }
 
-    /// With `ordered`: whether `msg` is its key's next message: the key's
-    /// holder (a message delivered before that came back) when there is
-    /// one, else its first ready message in delivery order.
+    /// With `ordered`: whether `msg` is its key's next message
+    /// ([`flow::keys_next`]).
     fn is_keys_next(&self, queue: &QueueName, msg: &Message) -> bool {
         let same_key: Vec<&Message> = self
             .in_queue(queue)
             .map(|s| &s.msg)
             .filter(|m| m.key == msg.key && m.state != MessageState::Dead)
             .collect();
+        let in_order = |m: &&Message| (m.priority, m.deliver_at, m.seq);
         let holder = same_key
             .iter()
             .copied()
             .filter(|m| m.holds_key())
-            .min_by_key(|m| (m.priority, m.deliver_at, m.seq));
-        let next = holder.or_else(|| {
+            .min_by_key(in_order);
+        let next = flow::keys_next(true, holder, || {
             same_key
-                .into_iter()
+                .iter()
+                .copied()
                 .filter(|m| m.state == MessageState::Ready)
-                .min_by_key(|m| (m.priority, m.deliver_at, m.seq))
+                .min_by_key(in_order)
         });
         next.is_some_and(|m| m.id == msg.id)
     }
@@ -186,8 +189,8 @@ impl State {
             return Err(no_flow(&key.0));
         };
         let stored = self.stored_mut(&key.0, &key.1)?;
-        let (verdict, flow_key) = defer_message(stored, &flow, &config.retry, delay_ms, now);
-        if let Deferral::Again { deliver_at } = verdict {
+        let (deferred, flow_key) = defer_message(stored, &flow, &config.retry, delay_ms, now);
+        if let Some(until) = deferred.cools_until() {
             let Some(queue) = self.queues.get_mut(&key.0) else {
                 return Ok(());
             };
@@ -195,7 +198,7 @@ impl State {
                 Some(flow_key) => &mut queue.flow.keys.entry(flow_key).or_default().cooling_until,
                 None => &mut queue.flow.cooling_until,
             };
-            *cooling = (*cooling).max(deliver_at);
+            *cooling = (*cooling).max(until);
         }
         Ok(())
     }
@@ -279,29 +282,29 @@ impl State {
     }
 }
 
-/// Applies the deferral rule to a leased message: the attempt is given
-/// back, and it dies or is scheduled again. Returns the verdict and its key.
+/// Applies a deferral ([`FlowConfig::deferred`]) to a leased message: it
+/// dies or is scheduled again. Returns the deferral and the message's key.
 fn defer_message(
     stored: &mut Stored,
     flow: &FlowConfig,
     retry: &crate::model::RetryPolicy,
     delay_ms: Option<u64>,
     now: u64,
-) -> (Deferral, Option<FlowKey>) {
+) -> (Deferred, Option<FlowKey>) {
     stored.lease = None;
     let m = &mut stored.msg;
+    let deferred = flow.deferred(retry, m.attempts, m.deferrals, delay_ms, now);
     m.lease_until = None;
-    m.attempts = m.attempts.saturating_sub(1);
-    m.deferrals = m.deferrals.saturating_add(1);
-    let verdict = flow.defer(retry, m.deferrals, delay_ms, now);
-    match verdict {
+    m.attempts = deferred.attempts;
+    m.deferrals = deferred.deferrals;
+    match deferred.verdict {
         Deferral::Dead => state::kill(m, now),
         Deferral::Again { deliver_at } => {
             m.deliver_at = deliver_at;
             m.state = state::waiting_state(deliver_at, now);
         }
     }
-    (verdict, m.key.clone())
+    (deferred, m.key.clone())
 }
 
 /// `defer: true` on a queue without `flow` (api.md: 400).

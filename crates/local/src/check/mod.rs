@@ -350,13 +350,7 @@ pub fn check(data: &Path, scratch: &Path) -> Result<CheckReport, StoreError> {
     report.findings.extend(check_tables(data, true)?);
     report.tables = count_tables(data);
     copy_dir(data, scratch)?;
-    match Store::open(
-        scratch,
-        crate::store::EngineOptions {
-            cache_bytes: 1 << 20,
-            nice: None,
-        },
-    ) {
+    match Store::open(scratch, crate::store::EngineOptions::SMALL) {
         Ok(opened) => {
             let (read, bad) = records::check(&opened.store);
             report.records = read;
@@ -415,14 +409,7 @@ mod tests {
     #[test]
     fn keyspace_ids_follow_creation_order() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let opened = Store::open(
-            dir.path(),
-            crate::store::EngineOptions {
-                cache_bytes: 1 << 20,
-                nice: None,
-            },
-        )
-        .expect("open");
+        let opened = Store::open(dir.path(), crate::store::EngineOptions::SMALL).expect("open");
         let store = &opened.store;
         let spaces = store.keyspaces().expect("an open store");
         for (_, keyspace) in &spaces {
@@ -438,14 +425,7 @@ mod tests {
     fn check_with_value(space: crate::store::Space, key: Vec<u8>, value: Vec<u8>) -> CheckReport {
         let dir = tempfile::tempdir().expect("tempdir");
         {
-            let opened = Store::open(
-                dir.path(),
-                crate::store::EngineOptions {
-                    cache_bytes: 1 << 20,
-                    nice: None,
-                },
-            )
-            .expect("open");
+            let opened = Store::open(dir.path(), crate::store::EngineOptions::SMALL).expect("open");
             let mut set = crate::store::WriteSet::default();
             set.put(space, key, value);
             opened.store.commit(&set).expect("commit");

@@ -1,6 +1,7 @@
 //! The differential test of the flow gate's Lua port (`lua/flow.lua`):
 //! the same random inputs go to `delayd_core::flow` (`Bucket::ready_at`,
-//! `Bucket::take`, `FlowConfig::admit_queue`) and to the library's
+//! `Bucket::take`, `FlowConfig::admit_queue`, `GateState::is_idle` and
+//! `idle_at`) and to the library's
 //! `flow_eval` function, and every answer must be the same. The seed is
 //! printed, and fixed unless `FLOW_LUA_SEED` sets it.
 
@@ -51,8 +52,10 @@ fn random_case(rng: &mut StdRng) -> Case {
         _ => now * 1_000 + rng.random_range(0..interval.saturating_mul(20).clamp(1, 1 << 40)),
     };
     let slots = rng.random_bool(0.5).then(|| rng.random_range(1..=10));
-    let cooling_until = match rng.random_range(0..3) {
+    let cooling_until = match rng.random_range(0..4) {
         0 => 0,
+        // The boundary: a cooldown that ends now holds nothing.
+        1 => now,
         _ => now - 5_000 + rng.random_range(0..10_000),
     };
     Case {
@@ -83,9 +86,14 @@ fn lua_args(c: &Case) -> Vec<String> {
     ]
 }
 
+/// Answers per case.
+const ANSWERS: usize = 6;
+
 /// Rust's answers in `flow_eval`'s shape: reason, until, ready_at, TAT
-/// after a take (only where a token is there: `take` needs one).
-fn rust_answer(c: &Case) -> [String; 4] {
+/// after a take (only where a token is there: `take` needs one), and the
+/// idle rule for the state without its leases: idle ("1" or ""), and when
+/// it will be ("" when idle).
+fn rust_answer(c: &Case) -> [String; ANSWERS] {
     let flow = FlowConfig {
         rate: c.rate,
         concurrency: c.slots,
@@ -107,7 +115,15 @@ fn rust_answer(c: &Case) -> [String; 4] {
         }
         None => (String::new(), String::new()),
     };
-    [reason, until, ready_at, taken]
+    let unleased = GateState {
+        leased: 0,
+        ..c.gate
+    };
+    let (idle, idle_at) = match unleased.is_idle(c.now) {
+        true => ("1".to_owned(), String::new()),
+        false => (String::new(), unleased.idle_at().to_string()),
+    };
+    [reason, until, ready_at, taken, idle, idle_at]
 }
 
 #[tokio::test]
@@ -120,16 +136,16 @@ async fn lua_gate_answers_as_the_rust_gate() {
     let mut rng = StdRng::seed_from_u64(seed);
     let node = broker(vec![shared_single().url()], 1, &unique_prefix()).await;
     let cases: Vec<Case> = (0..CASES).map(|_| random_case(&mut rng)).collect();
-    let (mut held, mut admitted) = (0, 0);
+    let (mut held, mut admitted, mut idle) = (0, 0, 0);
     for chunk in cases.chunks(CHUNK) {
         let args = chunk.iter().flat_map(lua_args).collect();
         let lua = node.flow_eval_lua(args).await.expect("flow_eval");
-        assert_eq!(lua.len(), chunk.len() * 4, "one answer per case");
-        for (case, got) in chunk.iter().zip(lua.chunks(4)) {
+        assert_eq!(lua.len(), chunk.len() * ANSWERS, "one answer per case");
+        for (case, got) in chunk.iter().zip(lua.chunks(ANSWERS)) {
             let want = rust_answer(case);
             let taken_matches = want[3].is_empty() || got[3] == want[3];
             assert!(
-                got[..3] == want[..3] && taken_matches,
+                got[..3] == want[..3] && taken_matches && got[4..] == want[4..],
                 "seed {seed}: Lua {got:?} != Rust {want:?} for rate {:?} slots {:?} {:?} now {}",
                 case.rate,
                 case.slots,
@@ -141,11 +157,16 @@ async fn lua_gate_answers_as_the_rust_gate() {
             } else {
                 held += 1;
             }
+            idle += usize::from(!want[4].is_empty());
         }
     }
-    // The inputs must exercise both verdicts, else the test proves little.
+    // The inputs must exercise every verdict, else the test proves little.
     assert!(
         held > CASES / 10 && admitted > CASES / 10,
         "held {held}, admitted {admitted}"
+    );
+    assert!(
+        idle > CASES / 10 && CASES - idle > CASES / 10,
+        "idle {idle} of {CASES}"
     );
 }
