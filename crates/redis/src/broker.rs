@@ -87,14 +87,6 @@ impl RedisBroker {
         config.validate()?;
         let conn =
             Conn::connect(&config.urls, config.tls_ca.as_deref(), config.virtual_time).await?;
-        if config.wait_replicas.is_some() && conn.is_cluster() {
-            // A key-less WAIT would be routed to any node of a Cluster, not
-            // to the primary that took the write.
-            return Err(RedisBrokerError::InvalidConfig(
-                "wait_replicas is supported on a single Redis (with replicas), not on a Cluster"
-                    .into(),
-            ));
-        }
         let (stop, _) = watch::channel(false);
         let inner = Arc::new_cyclic(|me| Inner {
             conn,
@@ -253,6 +245,9 @@ impl Inner {
     /// it in one pipeline, so on the same connection right after it: Redis
     /// then waits for this call's replication offset (or a later one, as
     /// the connection is shared), and answers how many replicas have it.
+    /// On a Cluster the pipeline goes where its keyed call goes (the
+    /// client routes a pipeline by its commands that have keys, and `WAIT`
+    /// has none): to the primary of the call's slot, which took the write.
     async fn send<T: FromRedisValue>(&self, cmd: &Cmd) -> RedisResult<(T, Option<u32>)> {
         let mut conn = self.conn.clone();
         let Some(wait) = self.wait else {

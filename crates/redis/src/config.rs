@@ -33,7 +33,8 @@ pub struct RedisConfig {
     /// `WAIT` after each call that may write). `None`: acknowledged when
     /// the primary has applied it, so a failover to a replica that had not
     /// received it yet loses it (docs/redis.md, "Replication and
-    /// failover"). Single Redis only: refused for a Cluster.
+    /// failover"). On a Cluster, each `WAIT` goes to the primary of the
+    /// call's slot.
     pub wait_replicas: Option<ReplicaWait>,
 }
 

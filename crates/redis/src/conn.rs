@@ -154,12 +154,6 @@ async fn is_cluster_node(client: &redis::Client) -> Result<bool, RedisBrokerErro
     Ok(info.contains("cluster_enabled:1"))
 }
 
-impl Conn {
-    pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self.kind, Kind::Cluster(_))
-    }
-}
-
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         let hold = TimeHold::new(self.hold_time);

@@ -9,6 +9,7 @@ mod support;
 
 mod batching;
 mod cluster_node_restart;
+mod cluster_promotion;
 mod conformance_cluster;
 mod conformance_single;
 mod conformance_virtual;

@@ -166,7 +166,8 @@ impl Drop for RedisServer {
     }
 }
 
-/// Three masters with slots spread by `redis-cli --cluster create`.
+/// Three masters with slots spread by `redis-cli --cluster create`, and
+/// with [`RedisCluster::with_replicas`] a replica of each.
 pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,
 }
@@ -178,25 +179,39 @@ impl RedisCluster {
 
     /// With extra redis-server options on every node (e.g. AOF).
     pub fn start_with(options: &[&str]) -> Self {
+        Self::start_nodes(0, "5000", options)
+    }
+
+    /// Three masters (`nodes[0..3]`) and a replica of each (`nodes[3..6]`),
+    /// with a node timeout of `node_timeout_ms` (a replica takes over about
+    /// that long after its master dies).
+    pub fn with_replicas(node_timeout_ms: &str, options: &[&str]) -> Self {
+        Self::start_nodes(1, node_timeout_ms, options)
+    }
+
+    fn start_nodes(replicas: usize, node_timeout_ms: &str, options: &[&str]) -> Self {
         for _ in 0..5 {
-            if let Some(cluster) = Self::try_start(options) {
+            if let Some(cluster) = Self::try_start(replicas, node_timeout_ms, options) {
                 return cluster;
             }
         }
         panic!("could not start a Redis Cluster");
     }
 
-    fn try_start(options: &[&str]) -> Option<Self> {
+    fn try_start(replicas: usize, node_timeout_ms: &str, options: &[&str]) -> Option<Self> {
         let mut extra = vec![
             "--cluster-enabled",
             "yes",
             "--cluster-config-file",
             "nodes.conf",
             "--cluster-node-timeout",
-            "5000",
+            node_timeout_ms,
         ];
         extra.extend_from_slice(options);
-        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start_with(&extra)).collect();
+        let count = 3 * (1 + replicas);
+        let nodes: Vec<RedisServer> = (0..count)
+            .map(|_| RedisServer::start_with(&extra))
+            .collect();
         let addrs: Vec<String> = nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
@@ -205,7 +220,7 @@ impl RedisCluster {
             .arg("--cluster")
             .arg("create")
             .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
@@ -217,13 +232,15 @@ impl RedisCluster {
         cluster.wait_ok(Duration::from_secs(30)).then_some(cluster)
     }
 
-    /// Waits until every node reports `cluster_state:ok` with all 3 nodes.
+    /// Waits until every node reports `cluster_state:ok` and knows all the
+    /// nodes.
     pub fn wait_ok(&self, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
+        let known = format!("cluster_known_nodes:{}", self.nodes.len());
         while Instant::now() < deadline {
             let ok = self.nodes.iter().all(|n| {
                 let info = n.cli(&["cluster", "info"]);
-                info.contains("cluster_state:ok") && info.contains("cluster_known_nodes:3")
+                info.contains("cluster_state:ok") && info.contains(&known)
             });
             if ok {
                 return true;
