@@ -6,7 +6,10 @@
 // to docs/img/dashboard.png for the README).
 //
 // Env: DELAYD_URL (default http://127.0.0.1:7070), DELAYD_TOKEN (when the
-// server requires one; also enables the token-prompt test).
+// server requires one; also enables the token-prompt test),
+// DELAYD_VIEWER_TOKEN and DELAYD_ADMIN_TOKEN (the scoped tokens run.sh puts
+// in the server's --token-file: read:ui-e2e-* and *:*; they enable the
+// scoped-token tests).
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,6 +21,9 @@ import { fileURLToPath } from 'node:url';
 
 const BASE = (process.env.DELAYD_URL || 'http://127.0.0.1:7070').replace(/\/$/, '');
 const TOKEN = process.env.DELAYD_TOKEN || '';
+const VIEWER_TOKEN = process.env.DELAYD_VIEWER_TOKEN || '';
+const ADMIN_TOKEN = process.env.DELAYD_ADMIN_TOKEN || '';
+const NO_SCOPED_TOKENS = VIEWER_TOKEN && ADMIN_TOKEN ? false : 'server started without a --token-file';
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const SHOTS = join(ROOT, 'artifacts', 'screenshots');
 const QUEUE = `ui-e2e-${Date.now()}`;
@@ -513,6 +519,71 @@ test('asks for the token once and keeps it for the tab', { skip: TOKEN ? false :
   await page.locator(`tr[data-queue="${QUEUE}"]`).waitFor();
   assert.equal(await dialog.isVisible(), false, 'no second prompt after a reload');
   await page.close();
+});
+
+// A page whose tab holds `token` (as if typed into the prompt).
+async function pageWithToken(token) {
+  const page = await newPage({ withToken: false });
+  await page.addInitScript((t) => sessionStorage.setItem('delayd.token', t), token);
+  return page;
+}
+
+test('a read-only token sees only what it may read and cannot act', { skip: NO_SCOPED_TOKENS }, async () => {
+  const hidden = `hidden-${Date.now()}`;
+  await call('PUT', `/v1/queues/${hidden}`, {});
+  const page = await pageWithToken(VIEWER_TOKEN);
+  try {
+    await page.goto(`${BASE}/ui`);
+    await page.locator(`tr[data-queue="${QUEUE}"]`).waitFor();
+    assert.equal(await page.locator('[data-test="whoami"]').textContent(), 'token: viewer');
+    assert.equal(await page.locator(`tr[data-queue="${hidden}"]`).count(), 0, 'a queue it may not read is not listed');
+    await page.locator('.metrics', { hasText: 'read:*' }).waitFor();
+    await shot(page, 'viewer-overview.png');
+
+    await page.goto(`${BASE}/ui/#/queues/${QUEUE}`);
+    await page.locator('[data-test="paused-flag"]').waitFor();
+    for (const action of ['pause', 'purge']) {
+      const button = page.locator(`button[data-action="${action}"]`);
+      assert.equal(await button.isDisabled(), true, `${action} is disabled`);
+    }
+    assert.equal(await page.locator('button[data-action="pause"]').getAttribute('title'), `This token may not manage on queue ${QUEUE}`);
+    assert.equal(await page.locator('button[data-action="purge"]').getAttribute('data-denied'), 'admin');
+    const row = page.locator('tr[data-id="ten-1"]');
+    await row.waitFor();
+    assert.equal(await row.locator('button[data-action="cancel"]').isDisabled(), true);
+    assert.equal(await row.locator('button[data-action="reschedule"]').isDisabled(), true);
+    // It still reads what it may: the message page with its payload.
+    await page.goto(`${BASE}/ui/#/queues/${QUEUE}/messages/ten-1`);
+    await page.locator('pre[data-test="payload"]', { hasText: 'job 1' }).waitFor();
+    await shot(page, 'viewer-message.png');
+    assert.equal((await call('GET', `/v1/queues/${QUEUE}`)).paused, false, 'nothing changed');
+  } finally {
+    await page.close();
+    await call('DELETE', `/v1/queues/${hidden}`).catch(() => {});
+  }
+});
+
+test('an admin token sees every queue and may act', { skip: NO_SCOPED_TOKENS }, async () => {
+  const hidden = `hidden-${Date.now()}`;
+  await call('PUT', `/v1/queues/${hidden}`, {});
+  const page = await pageWithToken(ADMIN_TOKEN);
+  try {
+    await page.goto(`${BASE}/ui`);
+    await page.locator(`tr[data-queue="${hidden}"]`).waitFor();
+    assert.equal(await page.locator('[data-test="whoami"]').textContent(), 'token: admin');
+    await page.goto(`${BASE}/ui/#/queues/${QUEUE}`);
+    await page.locator('[data-test="paused-flag"]', { hasText: 'active' }).waitFor();
+    for (const action of ['pause', 'purge']) {
+      assert.equal(await page.locator(`button[data-action="${action}"]`).isDisabled(), false, `${action} is enabled`);
+    }
+    await page.click('button[data-action="pause"]');
+    await page.locator('[data-test="paused-flag"]', { hasText: 'paused' }).waitFor();
+    await page.click('button[data-action="resume"]');
+    await page.locator('[data-test="paused-flag"]', { hasText: 'active' }).waitFor();
+  } finally {
+    await page.close();
+    await call('DELETE', `/v1/queues/${hidden}`).catch(() => {});
+  }
 });
 
 test('sparkline maths: /metrics parsing, rates and lateness quantiles', async () => {

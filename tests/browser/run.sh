@@ -6,10 +6,15 @@
 #
 # DELAYD_SERVE_CMD: the command that starts the server; `{addr}` is
 #   replaced by the address to listen on and `{token}` by a bearer token
-#   (when the command has no `{token}`, the token tests are skipped).
+#   (when the command has no `{token}`, the token tests are skipped), and
+#   `{token_file}` by a `--token-file` with two scoped tokens, a read-only
+#   `viewer` (read:ui-e2e-*) and an `admin` (*:*), whose secrets the tests
+#   get in DELAYD_VIEWER_TOKEN and DELAYD_ADMIN_TOKEN (without
+#   `{token_file}`, the scoped-token tests are skipped).
 #   Default: `delayd serve` (built by cargo) on a fresh data directory. The
 #   command runs under `bash -c`; scripts/test passes the binary it built.
-# DELAYD_TOKEN: with DELAYD_URL, the token that server needs.
+# DELAYD_TOKEN: with DELAYD_URL, the token that server needs (and
+#   DELAYD_VIEWER_TOKEN, DELAYD_ADMIN_TOKEN: its scoped tokens, as above).
 # DELAYD_URL: test an already running server instead (nothing is started).
 set -euo pipefail
 
@@ -27,6 +32,7 @@ fail() {
   fi
 }
 cleanup() {
+  [[ -n "${token_file:-}" ]] && rm -f "$token_file"
   if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
     kill "$server_pid" 2>/dev/null || true
     wait "$server_pid" 2>/dev/null || true
@@ -55,9 +61,29 @@ if [[ -z "${DELAYD_URL:-}" ]]; then
   port="$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')"
   addr="127.0.0.1:$port"
   token="browser-test-$RANDOM$RANDOM"
-  default_cmd='cargo run --quiet -p delayd -- serve --http {addr} --beanstalk off --data "$(mktemp -d)" --token {token}'
+  default_cmd='cargo run --quiet -p delayd -- serve --http {addr} --beanstalk off --data "$(mktemp -d)" --token {token} --token-file {token_file}'
   cmd="${DELAYD_SERVE_CMD:-$default_cmd}"
   if [[ "$cmd" == *"{token}"* ]]; then export DELAYD_TOKEN="$token"; else unset DELAYD_TOKEN; fi
+  if [[ "$cmd" == *"{token_file}"* ]]; then
+    step="writing the scoped token file"
+    token_file="$(mktemp -t delayd-browser-tokens.XXXXXX.toml)"
+    export DELAYD_VIEWER_TOKEN="viewer-$RANDOM$RANDOM" DELAYD_ADMIN_TOKEN="admin-$RANDOM$RANDOM"
+    sha() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
+    cat >"$token_file" <<TOML
+[[token]]
+name = "viewer"
+sha256 = "$(sha "$DELAYD_VIEWER_TOKEN")"
+scopes = ["read:ui-e2e-*"]
+
+[[token]]
+name = "admin"
+sha256 = "$(sha "$DELAYD_ADMIN_TOKEN")"
+scopes = ["*:*"]
+TOML
+    cmd="${cmd//'{token_file}'/$token_file}"
+  else
+    unset DELAYD_VIEWER_TOKEN DELAYD_ADMIN_TOKEN
+  fi
   cmd="${cmd//'{addr}'/$addr}"
   cmd="${cmd//'{token}'/$token}"
   export DELAYD_URL="http://$addr"

@@ -137,6 +137,18 @@ def test_lease_ack_nack_extend(queue: delayd.Queue) -> None:
     assert msg.id == "j"
 
 
+def test_nack_error_is_the_last_error(queue: delayd.Queue) -> None:
+    queue.enqueue("job", id="e")
+    [msg] = queue.lease()
+    assert queue.get("e").last_error is None
+    with pytest.raises(delayd.InvalidArgument) as err:
+        queue.nack(msg.id, msg.lease_id, delay=0, error="x" * 1025)
+    assert "error" in str(err.value)
+    queue.nack(msg.id, msg.lease_id, delay=0, error="billing answered 504")
+    got = queue.get("e")
+    assert (got.last_error, got.ended_at) == ("billing answered 504", None)
+
+
 def test_batch_ack(queue: delayd.Queue) -> None:
     queue.enqueue_many(["1", "2", "3"])
     leased = queue.lease(max=3)
@@ -192,6 +204,28 @@ def test_token_auth(tmp_path: Path) -> None:
             assert err.value.status == 401
         with delayd.Client(srv.url, token="s3cret") as authed:
             assert authed.queues() == []
+    finally:
+        assert srv.stop() == 0
+
+
+def test_scoped_token_without_the_scope_is_forbidden(tmp_path: Path) -> None:
+    import hashlib
+
+    from conftest import start_server
+
+    secret = "publisher-secret"
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(f'[[token]]\nname = "orders"\nsha256 = "{digest}"\nscopes = ["publish:orders"]\n')
+    srv = start_server(tmp_path / "data", tmp_path / "log", ["--token-file", str(tokens)])
+    try:
+        with delayd.Client(srv.url, token=secret) as scoped:
+            scoped.queue("orders").enqueue("x")
+            with pytest.raises(delayd.Forbidden) as err:
+                scoped.queue("billing").enqueue("x")
+            assert err.value.status == 403
+            assert "publish" in err.value.message and '"billing"' in err.value.message
+            assert scoped.whoami() == {"name": "orders", "scopes": ["publish:orders"], "auth": True}
     finally:
         assert srv.stop() == 0
 

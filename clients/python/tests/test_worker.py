@@ -87,6 +87,8 @@ def test_work_runs_handlers_concurrently(queue: delayd.Queue) -> None:
     queue.work(handler, concurrency=4, wait=0.5, stop_on_signal=False, stop_event=stop)
     assert len(done) == 9 and peak[0] >= 3  # handlers overlapped
     assert [m.id for m in queue.dead()] != [] and queue.dead()[0].text == "fail"
+    # The handler's exception is the message's last error.
+    assert queue.dead()[0].last_error == "ValueError: nacked"
     assert queue.info().stats.ready == 0
 
 

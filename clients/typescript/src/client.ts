@@ -28,6 +28,7 @@ import type {
   Schedule,
   ScheduleInput,
   Status,
+  Whoami,
 } from "./models.js";
 import { encodePayload } from "./payload.js";
 import { buildBody, ROUTES, type RouteName } from "./routes.js";
@@ -96,6 +97,11 @@ export class DelaydClient {
   /** `GET /openapi.json`: the server's OpenAPI 3.1 document. */
   async openapi(opts: CallOptions = {}): Promise<Record<string, unknown>> {
     return (await this.call("openapi", { signal: opts.signal })) as Record<string, unknown>;
+  }
+
+  /** `GET /v1/whoami`: this client's token, its name and scopes. */
+  async whoami(opts: CallOptions = {}): Promise<Whoami> {
+    return (await this.call("whoami", { signal: opts.signal })) as Whoami;
   }
 
   // ---------------------------------------------------------------- queues

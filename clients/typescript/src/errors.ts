@@ -82,6 +82,16 @@ export class Unauthorized extends DelaydError {
   }
 }
 
+/** 403: the token is valid but lacks the scope (`VERB:QUEUE_GLOB`) the
+ * call needs; the message names the verb and the queue. */
+export class Forbidden extends DelaydError {
+  static readonly code = "forbidden";
+  static readonly status = 403;
+  constructor(message: string, options?: ApiErrorOptions) {
+    super(message, fixed(Forbidden, options));
+  }
+}
+
 /** 404: no such route (an older server, or a wrong base URL). */
 export class NotFound extends DelaydError {
   static readonly code = "not_found";
@@ -189,6 +199,7 @@ const CLASSES: readonly ApiErrorClass[] = [
   InvalidJson,
   InvalidArgument,
   Unauthorized,
+  Forbidden,
   NotFound,
   QueueNotFound,
   MessageNotFound,

@@ -18,6 +18,7 @@ export { Delivery, Defer } from "./delivery.js";
 export type { DeliveriesOptions, ErrorReporter, Handler, WorkOptions } from "./worker.js";
 export {
   DelaydError,
+  Forbidden,
   InsufficientStorage,
   InvalidArgument,
   InvalidJson,

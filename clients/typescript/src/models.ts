@@ -186,6 +186,13 @@ export type Message = ReceivedPayload & {
   readonly lease_until?: number;
   /** While dead. */
   readonly died_at?: number;
+  /** Deferrals in a row so far. */
+  readonly deferrals?: number;
+  /** The last failure recorded (a nack's `error`, what a failed push
+   * answered), or `null` (servers before it omit it). */
+  readonly last_error?: string | null;
+  /** When a retained message ended; `null` while it lives. */
+  readonly ended_at?: number | null;
 };
 
 /** `PATCH .../messages/{id}`: `delay_ms` or `deliver_at`, and/or
@@ -246,6 +253,9 @@ export interface NackOptions {
   /** Not a failed attempt: the consumer was told to slow down (flow
    * control; a queue without `flow` answers 400). */
   defer?: boolean;
+  /** Why it failed (at most 1024 bytes of UTF-8): the message's
+   * `last_error`. */
+  error?: string;
 }
 
 export interface AckItem {
@@ -334,4 +344,14 @@ export interface PreviewInput {
 
 export interface Status {
   readonly status: string;
+}
+
+/** `GET /v1/whoami`: the client's token. `scopes` are `VERB:QUEUE_GLOB`
+ * strings; a full-access token, or a server without tokens, has the name
+ * `null` and the scopes `["*:*"]`. */
+export interface Whoami {
+  readonly name: string | null;
+  readonly scopes: readonly string[];
+  /** Whether the server requires a token. */
+  readonly auth: boolean;
 }

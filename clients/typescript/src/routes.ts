@@ -67,6 +67,7 @@ export const ROUTES = {
   ready: { method: "GET", path: "/readyz", retry: "always" },
   metrics: { method: "GET", path: "/metrics", retry: "always" },
   openapi: { method: "GET", path: "/openapi.json", retry: "always" },
+  whoami: { method: "GET", path: "/v1/whoami", retry: "always" },
   // Queues
   listQueues: { method: "GET", path: "/v1/queues", retry: "always" },
   getQueue: { method: "GET", path: Q, retry: "always" },
@@ -122,7 +123,7 @@ export const ROUTES = {
   nack: {
     method: "POST",
     path: `${M}/nack`,
-    body: { lease_id: true, delay_ms: true, defer: true },
+    body: { lease_id: true, delay_ms: true, defer: true, error: true },
     retry: "never",
     flowFields: ["defer"],
   },

@@ -168,6 +168,22 @@ async function leaseBatch(
   return [];
 }
 
+/** The longest `error` a nack may carry, in bytes of UTF-8 (api.md). */
+export const MAX_ERROR_BYTES = 1024;
+
+/** What a failed handler's nack says: the error's name and message, cut to
+ * {@link MAX_ERROR_BYTES} at a character boundary. */
+export function errorText(error: unknown): string {
+  const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  const bytes = new TextEncoder().encode(text);
+  if (bytes.length <= MAX_ERROR_BYTES) return text;
+  // A cut inside a character drops that character (`fatal: false` would
+  // put a replacement character there instead).
+  let end = MAX_ERROR_BYTES;
+  while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end -= 1;
+  return new TextDecoder().decode(bytes.subarray(0, end));
+}
+
 /** Settles `delivery` after its handler: ack on success, nack with
  * `defer` on {@link Defer}, nack on any other error (unless the handler
  * settled it itself). Failures to settle are reported, not thrown: the
@@ -176,7 +192,7 @@ async function settle(delivery: Delivery, outcome: { error: unknown } | undefine
   try {
     if (outcome === undefined) await delivery.ack();
     else if (outcome.error instanceof Defer) await delivery.defer(outcome.error.delayMs);
-    else await delivery.nack();
+    else await delivery.nack({ error: errorText(outcome.error) });
   } catch (err) {
     report(err, delivery);
   }

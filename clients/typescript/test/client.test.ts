@@ -5,11 +5,16 @@
  */
 
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import {
   DelaydClient,
   DelaydError,
+  Forbidden,
   InvalidArgument,
   InvalidJson,
   InvalidState,
@@ -197,7 +202,11 @@ describe("consuming", () => {
     await client.enqueue(q, "x", { id: "n-1" });
     let [m] = await client.lease(q);
     assert.ok(m);
-    await client.nack(q, m.id, m.lease_id, { delay_ms: 0 });
+    assert.equal((await client.getMessage(q, "n-1")).last_error, null);
+    await client.nack(q, m.id, m.lease_id, { delay_ms: 0, error: "billing answered 504" });
+    const failed = await client.getMessage(q, "n-1");
+    assert.equal(failed.last_error, "billing answered 504");
+    assert.equal(failed.ended_at, null);
     [m] = await client.lease(q, { wait_ms: 2000 });
     assert.ok(m);
     assert.equal(m.attempt, 2);
@@ -332,6 +341,31 @@ describe("auth", () => {
       await authed.metrics();
     } finally {
       assert.equal(await secured.stop(), 0);
+    }
+  });
+
+  test("a scoped token without the scope gets Forbidden naming the verb and queue", async () => {
+    const secret = "publisher-secret";
+    const sha256 = createHash("sha256").update(secret).digest("hex");
+    const dir = mkdtempSync(join(tmpdir(), "delayd-ts-tokens-"));
+    const file = join(dir, "tokens.toml");
+    writeFileSync(file, `[[token]]\nname = "orders"\nsha256 = "${sha256}"\nscopes = ["publish:orders"]\n`);
+    const secured = await startServer(["--token-file", file]);
+    try {
+      const scoped = new DelaydClient({ url: secured.url, token: secret });
+      await scoped.enqueue("orders", "x");
+      const refused = await scoped.enqueue("billing", "x").then(
+        () => assert.fail("publish on billing must be refused"),
+        (err: unknown) => err,
+      );
+      assert.ok(refused instanceof Forbidden, String(refused));
+      assert.equal(refused.status, 403);
+      assert.match(refused.message, /publish/);
+      assert.match(refused.message, /"billing"/);
+      assert.deepEqual(await scoped.whoami(), { name: "orders", scopes: ["publish:orders"], auth: true });
+    } finally {
+      assert.equal(await secured.stop(), 0);
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

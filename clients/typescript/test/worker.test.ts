@@ -49,7 +49,9 @@ describe("work", () => {
     );
     assert.deepEqual(seen.sort(), ["fail", "ok"]);
     await assert.rejects(client.getMessage(q, "ok"), MessageNotFound, "acked");
-    assert.equal((await client.getMessage(q, "fail")).state, "dead", "nacked (max_attempts 1)");
+    const failed = await client.getMessage(q, "fail");
+    assert.equal(failed.state, "dead", "nacked (max_attempts 1)");
+    assert.equal(failed.last_error, "Error: handler failed", "the handler's error is the last error");
     assert.equal(errors.length, 1);
     assert.match(String(errors[0]), /handler failed/);
   });

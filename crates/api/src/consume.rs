@@ -137,6 +137,10 @@ pub struct NackBody {
         skip_serializing_if = "is_false"
     )]
     pub defer: bool,
+    /// Why the delivery failed: at most 1024 bytes of UTF-8, kept as the
+    /// message's `last_error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// `POST .../messages/{id}/extend`.

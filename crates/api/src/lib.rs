@@ -20,6 +20,7 @@
 //!   the list, the preview.
 //! - [`error`]: the error body, and the health/readiness status body.
 //! - [`dashboard`]: the dashboard's histogram.
+//! - [`access`]: `GET /v1/whoami`, what the request's token may do.
 //! - `nullable`: readers that take an explicit `null` as "absent".
 //!
 //! # Compatibility rules
@@ -60,6 +61,7 @@
 //! assert_eq!(first.payload, Payload::Binary(vec![0xff, 0x00]));
 //! ```
 
+pub mod access;
 pub mod consume;
 pub mod dashboard;
 pub mod dead;
@@ -71,6 +73,7 @@ pub mod payload;
 pub mod queue;
 pub mod schedule;
 
+pub use access::Whoami;
 pub use consume::{
     AckBody, AckItem, AckResult, AckResults, AcksBody, ExtendBody, Extended, LeaseBody, Leased,
     LeasedList, NackBody, DEFAULT_LEASE_MAX, DEFAULT_LEASE_WAIT_MS,

@@ -265,6 +265,16 @@ pub struct Message {
     /// While dead: when it died.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub died_at: Option<u64>,
+    /// The last failure recorded (a nack's `error`, what a failed push
+    /// answered), or `null`.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub last_error: Option<String>,
+    /// When the message ended (acked or cancelled; only a retained message
+    /// has ended); `null` while it lives.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub ended_at: Option<u64>,
 }
 
 /// `{"messages": [...]}` of message objects (dead list, dashboard listing).

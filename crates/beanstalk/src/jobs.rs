@@ -252,6 +252,7 @@ impl Session {
             delay_ms: Some(u64::from(delay) * 1000),
             priority: Some(pri),
             may_die: false,
+            error: None,
         };
         let broker = &self.shared.broker;
         broker

@@ -114,6 +114,7 @@ impl Session {
                     delay_ms: Some(u64::from(delay) * 1000),
                     priority: Some(pri),
                     may_die: false,
+                    error: None,
                 };
                 let call = PipelinedCall::Nack {
                     queue,

@@ -247,21 +247,24 @@ pub struct NackArgs {
     /// again.
     #[arg(long)]
     defer: bool,
+    /// Why the delivery failed (at most 1024 bytes): kept as the message's
+    /// `last_error`.
+    #[arg(long)]
+    error: Option<String>,
 }
 
 pub async fn nack(args: NackArgs) -> anyhow::Result<()> {
     let client = args.conn.client()?;
-    let delay = args.delay.map(millis);
-    if args.defer {
-        client
-            .defer(&args.queue, &args.id, &args.lease_id, delay)
-            .await?;
-        return report_done(&args.conn, "deferred", &args.id);
-    }
+    let options = delayd_client::NackOptions {
+        delay_ms: args.delay.map(millis),
+        defer: args.defer,
+        error: args.error,
+    };
     client
-        .nack(&args.queue, &args.id, &args.lease_id, delay)
+        .nack_with(&args.queue, &args.id, &args.lease_id, &options)
         .await?;
-    report_done(&args.conn, "nacked", &args.id)
+    let done = if args.defer { "deferred" } else { "nacked" };
+    report_done(&args.conn, done, &args.id)
 }
 
 #[derive(Debug, Args)]

@@ -70,9 +70,18 @@ pub struct ServeArgs {
     /// With `--durability interval`: how often to fsync [default: 50ms].
     #[arg(long, value_name = "DURATION")]
     pub durability_interval: Option<String>,
-    /// Enables bearer-token auth (repeatable).
+    /// Enables bearer-token auth (repeatable); each such token has full
+    /// access.
     #[arg(long, value_name = "TOKEN")]
     pub token: Vec<String>,
+    /// TOML file of scoped tokens (`[[token]]` tables with `name`,
+    /// `sha256` and `scopes`); read again on SIGHUP. Enables auth.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Serve the beanstalkd protocol, which has no authentication, beyond
+    /// loopback even though tokens protect HTTP.
+    #[arg(long)]
+    pub beanstalk_unauthenticated: bool,
     /// Largest payload: bytes or with a unit (`1MiB`) [default: 1MiB].
     #[arg(long, value_name = "SIZE")]
     pub max_payload: Option<String>,
@@ -155,6 +164,9 @@ pub struct ServeConfig {
     pub max_connections: usize,
     /// `None`: plain HTTP.
     pub tls: Option<TlsFiles>,
+    /// `--token-file`, read again on SIGHUP; its tokens at start are in
+    /// `options.scoped_tokens`.
+    pub token_file: Option<PathBuf>,
 }
 
 /// `--tls-cert` and `--tls-key`, read when the server starts.
@@ -202,6 +214,8 @@ pub enum ConfigError {
     },
     #[error("config file {path}: {reason}")]
     File { path: PathBuf, reason: String },
+    #[error("token file {path}: {reason}")]
+    TokenFile { path: PathBuf, reason: String },
     #[error("{0}")]
     Conflict(String),
     #[error("--{} (from {origin}) applies only to {store}", key.replace('_', "-"))]

@@ -474,3 +474,47 @@ fn redis_replica_wait() {
         "{msg}"
     );
 }
+
+#[test]
+fn token_file_from_flag_env_or_config_file() {
+    let digest = "0".repeat(64);
+    let tokens = file(&format!(
+        "[[token]]\nname = \"viewer\"\nsha256 = \"{digest}\"\nscopes = [\"read:*\"]\n"
+    ));
+    let path = tokens.path().to_str().unwrap();
+    let config = file(&format!("token_file = {path:?}\n"));
+    let config_path = config.path().to_str().unwrap();
+    for c in [
+        ServeConfig::resolve(&args(&["--token-file", path]), env(&[])).unwrap(),
+        ServeConfig::resolve(&args(&[]), env(&[("DELAYD_TOKEN_FILE", path)])).unwrap(),
+        ServeConfig::resolve(&args(&["--config", config_path]), env(&[])).unwrap(),
+    ] {
+        assert_eq!(c.token_file.as_deref(), Some(tokens.path()));
+        let scoped = c.options.scoped_tokens.expect("scoped tokens");
+        assert_eq!(scoped.names(), ["viewer"]);
+    }
+    let missing = error(&["--token-file", "/nonexistent/tokens.toml"], &[]);
+    assert!(
+        missing.contains("token file /nonexistent/tokens.toml"),
+        "{missing}"
+    );
+}
+
+#[test]
+fn beanstalk_beyond_loopback_with_tokens_is_refused_unless_accepted() {
+    let refused = error(&["--beanstalk", "0.0.0.0:11300", "--token", "t"], &[]);
+    assert!(refused.contains("--beanstalk-unauthenticated"), "{refused}");
+    let refused = error(&["--beanstalk", "0.0.0.0:11300"], &[("DELAYD_TOKEN", "t")]);
+    assert!(refused.contains("no authentication"), "{refused}");
+    for (flags, e) in [
+        (vec!["--beanstalk", "0.0.0.0:11300"], vec![]),
+        (vec!["--beanstalk", "[::1]:11300", "--token", "t"], vec![]),
+        (vec!["--beanstalk", "off", "--token", "t"], vec![]),
+        (
+            vec!["--beanstalk", "0.0.0.0:11300", "--token", "t"],
+            vec![("DELAYD_BEANSTALK_UNAUTHENTICATED", "true")],
+        ),
+    ] {
+        ServeConfig::resolve(&args(&flags), env(&e)).unwrap();
+    }
+}

@@ -18,7 +18,11 @@
 //!   (a Redis ZSET delay queue into a running delayd); docs/import.md.
 //! - `check`: `delayd check --data DIR`, the LocalBroker store's damage
 //!   report (exit 1 when damage is found).
+//! - `check_history`: `delayd check-history FILE`, a fault test's
+//!   recorded history verified by crates/history (exit 1 on violations).
 //! - `completions`: shell completion scripts generated from the grammar.
+//! - `token`: `delayd token hash` (the SHA-256 a `--token-file` entry
+//!   stores) and `serve`'s reading of `--token-file` (at start, on SIGHUP).
 //! - `logging`: `serve`'s log filter and `--log-format`.
 //! - `output`: stdout writes that survive a closed pipe; JSON errors.
 //! - `config`: `delayd serve`'s configuration (flags, `DELAYD_*`
@@ -42,6 +46,7 @@
 mod admin;
 mod bench;
 mod check;
+mod check_history;
 mod commands;
 mod completions;
 mod config;
@@ -54,6 +59,7 @@ mod logging;
 mod output;
 mod schedule;
 mod serve;
+mod token;
 
 use std::process::ExitCode;
 
@@ -199,8 +205,15 @@ enum Command {
     /// Check a stopped server's data directory for damaged files and
     /// records (exit 0 clean, 1 damage found).
     Check(check::CheckArgs),
+    /// Verify a fault test's recorded history (JSON lines) against every
+    /// promise (exit 0 it holds, 1 violations listed).
+    CheckHistory(check_history::CheckHistoryArgs),
     /// Print a shell completion script (bash, zsh, fish, ...).
     Completions(completions::CompletionsArgs),
+    /// Scoped tokens: `token hash` prints the SHA-256 of a secret for
+    /// `--token-file`.
+    #[command(subcommand)]
+    Token(token::TokenCommand),
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -223,7 +236,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Schedule(command) => schedule::run(command).await,
         Command::Import(command) => import::run(command).await,
         Command::Check(args) => check::run(args).await,
+        Command::CheckHistory(args) => check_history::run(args).await,
         Command::Completions(args) => completions::run(args, command()),
+        Command::Token(command) => token::run(command),
     }
 }
 

@@ -53,9 +53,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         stop.clone(),
     )?;
 
+    let token_file = config
+        .token_file
+        .clone()
+        .zip(config.options.scoped_tokens.clone());
     let signals = tokio::spawn(watch_signals(
         stop.clone(),
         beanstalk.as_ref().map(|(handle, _)| handle.clone()),
+        token_file,
     ));
 
     let listener = http_listener(&config, tls)
@@ -225,16 +230,19 @@ fn open_failed(err: delayd_local::OpenError, data_dir: &std::path::Path) -> anyh
 }
 
 /// SIGTERM/SIGINT stop the server; SIGUSR1 puts the beanstalkd listener in
-/// drain mode (beanstalkd's behaviour: `put` answers `DRAINING`).
+/// drain mode (beanstalkd's behaviour: `put` answers `DRAINING`); SIGHUP
+/// reads `--token-file` again.
 async fn watch_signals(
     stop: CancellationToken,
     beanstalk: Option<delayd_beanstalk::BeanstalkHandle>,
+    token_file: Option<(std::path::PathBuf, delayd_server::ScopedTokens)>,
 ) {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int), Ok(mut usr1)) = (
+    let (Ok(mut term), Ok(mut int), Ok(mut usr1), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
         signal(SignalKind::user_defined1()),
+        signal(SignalKind::hangup()),
     ) else {
         tracing::error!("cannot install signal handlers; stop the server with SIGKILL");
         return;
@@ -247,6 +255,13 @@ async fn watch_signals(
                 tracing::info!("SIGUSR1 received, beanstalkd listener draining");
                 if let Some(handle) = &beanstalk { handle.drain(); }
             }
+            _ = hup.recv() => match &token_file {
+                Some((path, tokens)) => {
+                    tracing::info!("SIGHUP received, reading the token file again");
+                    crate::token::reload(path, tokens);
+                }
+                None => tracing::info!("SIGHUP received; no --token-file to read again"),
+            },
         }
     }
     stop.cancel();

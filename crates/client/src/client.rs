@@ -9,7 +9,7 @@ use url::Url;
 
 use delayd_api::{
     AckBody, AckResults, AcksBody, BatchBody, BatchItemResult, BatchResults, ExtendBody, KeyInfo,
-    LeasedList, MessageList, NackBody, QueueList, RedriveBody, Redriven,
+    LeasedList, MessageList, NackBody, QueueList, RedriveBody, Redriven, Whoami,
 };
 
 use crate::error::ClientError;
@@ -305,7 +305,11 @@ impl Client {
         lease_id: &str,
         delay_ms: Option<u64>,
     ) -> Result<(), ClientError> {
-        self.nack_call(queue, id, lease_id, delay_ms, false).await
+        let options = NackOptions {
+            delay_ms,
+            ..NackOptions::default()
+        };
+        self.nack_with(queue, id, lease_id, &options).await
     }
 
     /// Defers a delivery (nack with `defer: true`, queues with `flow`
@@ -320,24 +324,30 @@ impl Client {
         lease_id: &str,
         delay_ms: Option<u64>,
     ) -> Result<(), ClientError> {
-        self.nack_call(queue, id, lease_id, delay_ms, true).await
+        let options = NackOptions {
+            delay_ms,
+            defer: true,
+            ..NackOptions::default()
+        };
+        self.nack_with(queue, id, lease_id, &options).await
     }
 
-    /// `POST .../nack`, the call behind [`nack`](Self::nack) and
-    /// [`defer`](Self::defer).
-    async fn nack_call(
+    /// `POST .../nack` with every option (the call behind
+    /// [`nack`](Self::nack) and [`defer`](Self::defer)): `error` says why
+    /// the delivery failed and becomes the message's `last_error`.
+    pub async fn nack_with(
         &self,
         queue: &str,
         id: &str,
         lease_id: &str,
-        delay_ms: Option<u64>,
-        defer: bool,
+        options: &NackOptions,
     ) -> Result<(), ClientError> {
         let path = ["v1", "queues", queue, "messages", id, "nack"];
         let body = NackBody {
             lease_id: lease_id.to_owned(),
-            delay_ms,
-            defer,
+            delay_ms: options.delay_ms,
+            defer: options.defer,
+            error: options.error.clone(),
         };
         self.call_empty(Method::POST, &path, Some(&body)).await
     }
@@ -441,6 +451,15 @@ impl Client {
     }
 
     // ----- operations -----
+
+    /// `GET /v1/whoami`: this client's token, its name and scopes
+    /// (`VERB:QUEUE_GLOB`; `*:*` for a full-access token or a server
+    /// without tokens). A call its token lacks the scope for fails with
+    /// [`ClientError::Api`] of code `forbidden` (403), naming the verb and
+    /// the queue.
+    pub async fn whoami(&self) -> Result<Whoami, ClientError> {
+        self.call(Method::GET, &["v1", "whoami"], None::<&()>).await
+    }
 
     /// `GET /healthz`: Ok when the process is up.
     pub async fn healthz(&self) -> Result<(), ClientError> {
@@ -549,4 +568,16 @@ pub(crate) async fn decode<T: DeserializeOwned>(response: Response) -> Result<T,
         status,
         reason: err.to_string(),
     })
+}
+
+/// The options of [`Client::nack_with`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NackOptions {
+    /// Deliver again after this long; without it the queue's backoff.
+    pub delay_ms: Option<u64>,
+    /// Not a failed attempt (queues with `flow`): see [`Client::defer`].
+    pub defer: bool,
+    /// Why the delivery failed (at most 1024 bytes of UTF-8): the
+    /// message's `last_error`.
+    pub error: Option<String>,
 }

@@ -53,6 +53,12 @@ impl ClientError {
         }
     }
 
+    /// Whether the server refused the call for the token's scopes (403
+    /// `forbidden`; the message names the verb and the queue).
+    pub fn is_forbidden(&self) -> bool {
+        self.code() == Some("forbidden")
+    }
+
     /// HTTP status when the server answered with an error.
     pub fn status(&self) -> Option<u16> {
         match self {

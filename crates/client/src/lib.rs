@@ -48,7 +48,8 @@ pub mod wire;
 
 #[cfg(feature = "broker")]
 pub use broker::{HttpBroker, ShutdownHook};
-pub use client::{Client, Protocol, PutQueue};
+pub use client::{Client, NackOptions, Protocol, PutQueue};
+pub use delayd_api::Whoami;
 pub use error::ClientError;
 pub use schedules::PutSchedule;
 pub use wire::{

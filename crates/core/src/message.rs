@@ -88,6 +88,10 @@ pub struct Message {
     /// Deferrals in a row (reset by a failed attempt and by redrive); past
     /// the queue's `flow.max_deferrals` the message dies.
     pub deferrals: u32,
+    /// The text of the last failure recorded: a nack's `error`, or what a
+    /// failed push answered. A failure without a text (a nack without
+    /// `error`, an expired lease) leaves it as it was.
+    pub last_error: Option<String>,
 }
 
 impl Message {
@@ -255,6 +259,9 @@ pub struct Nack {
     /// ([`crate::flow::FlowConfig::defer`]); on a queue without it,
     /// `InvalidArgument`.
     pub defer: bool,
+    /// Why the delivery failed (at most [`MAX_ERROR_BYTES`]): kept as the
+    /// message's `last_error`.
+    pub error: Option<String>,
 }
 
 impl Default for Nack {
@@ -264,8 +271,47 @@ impl Default for Nack {
             priority: None,
             may_die: true,
             defer: false,
+            error: None,
         }
     }
+}
+
+/// The longest failure text a nack may carry, in bytes (api.md).
+pub const MAX_ERROR_BYTES: usize = 1024;
+
+impl Nack {
+    /// The argument rules of every nack, in every broker: an `error` of at
+    /// most [`MAX_ERROR_BYTES`].
+    pub fn validate(&self) -> Result<(), crate::BrokerError> {
+        match &self.error {
+            Some(error) if error.len() > MAX_ERROR_BYTES => {
+                Err(crate::BrokerError::InvalidArgument(format!(
+                    "error must be at most {MAX_ERROR_BYTES} bytes of UTF-8, got {}",
+                    error.len()
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The failure's text to keep as the message's `last_error`: none for
+    /// a nack without `error` or with an empty one (the last one stays).
+    pub fn error_text(&self) -> Option<&str> {
+        self.error.as_deref().filter(|e| !e.is_empty())
+    }
+}
+
+/// `text` cut to at most `max` bytes, at a character boundary (a failure
+/// text a server makes itself, such as a push's answer).
+pub fn truncate_text(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// `PATCH` of a scheduled or ready message.

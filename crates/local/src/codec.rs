@@ -45,6 +45,9 @@ pub(crate) struct MessageRecord {
     pub key: Option<FlowKey>,
     /// Deferrals in a row (version 2).
     pub deferrals: u32,
+    /// The last failure's text ([`delayd_core::Message::last_error`];
+    /// version 3).
+    pub last_error: Option<Box<str>>,
 }
 
 impl MessageRecord {
@@ -110,12 +113,17 @@ pub(crate) trait Record: Serialize + for<'de> Deserialize<'de> {
     }
 }
 
-/// Version 2 added `key` and `deferrals` (flow control).
+/// Version 2 added `key` and `deferrals` (flow control); version 3
+/// `last_error`.
 impl Record for MessageRecord {
-    const VERSION: u8 = 2;
+    const VERSION: u8 = 3;
 
     fn upgrade(version: u8, bytes: &[u8]) -> Option<Result<Self, StoreError>> {
-        (version == 1).then(|| postcard_decode::<MessageRecordV1>(bytes).map(MessageRecord::from))
+        match version {
+            1 => Some(postcard_decode::<MessageRecordV1>(bytes).map(MessageRecord::from)),
+            2 => Some(postcard_decode::<MessageRecordV2>(bytes).map(MessageRecord::from)),
+            _ => None,
+        }
     }
 }
 impl Record for StoredCounts {}
@@ -129,6 +137,26 @@ impl Record for QueueRecord {
             1 => Some(postcard_decode::<QueueRecordV1>(bytes).map(QueueRecord::from)),
             2 => Some(postcard_decode::<QueueRecordV2>(bytes).map(QueueRecord::from)),
             _ => None,
+        }
+    }
+}
+
+/// [`MessageRecord`] as version 2 stored it: version 1's fields, then the
+/// flow key and the deferrals; no `last_error`. (postcard writes a nested
+/// struct's fields in place, so version 1 nested here reads the same bytes.)
+#[derive(Deserialize)]
+struct MessageRecordV2 {
+    v1: MessageRecordV1,
+    key: Option<FlowKey>,
+    deferrals: u32,
+}
+
+impl From<MessageRecordV2> for MessageRecord {
+    fn from(old: MessageRecordV2) -> Self {
+        MessageRecord {
+            key: old.key,
+            deferrals: old.deferrals,
+            ..MessageRecord::from(old.v1)
         }
     }
 }
@@ -171,6 +199,7 @@ impl From<MessageRecordV1> for MessageRecord {
             headers: old.headers,
             key: None,
             deferrals: 0,
+            last_error: None,
         }
     }
 }
@@ -464,13 +493,28 @@ mod golden {
             headers: BTreeMap::from([("k".to_string(), "v".to_string())]),
             key: Some(FlowKey::new("tenant-1").expect("key")),
             deferrals: 2,
+            last_error: Some("boom".into()),
         }
     }
 
+    /// version 03: version 02's fields, then last_error Some("boom").
+    const MESSAGE: &str = "03086f726465722d3432ac020280d095ffbc3198c895ffbc3180080201050001\
+b0ba97ffbc3101024c31000100000301016b0176010874656e616e742d31020104626f6f6d";
+
     /// version 02: version 01's fields, then key Some("tenant-1"),
     /// deferrals 2.
-    const MESSAGE: &str = "02086f726465722d3432ac020280d095ffbc3198c895ffbc3180080201050001\
+    const MESSAGE_V2: &str = "02086f726465722d3432ac020280d095ffbc3198c895ffbc3180080201050001\
 b0ba97ffbc3101024c31000100000301016b0176010874656e616e742d3102";
+
+    /// A store written before `last_error` still opens: its message records
+    /// (version 2) read with none.
+    #[test]
+    fn message_record_version_2_reads() {
+        let decoded: MessageRecord = decode_record(&unhex(MESSAGE_V2)).expect("decode");
+        let mut expected = message();
+        expected.last_error = None;
+        assert_eq!(decoded, expected);
+    }
 
     /// A store written before flow control still opens: its message records
     /// (version 1) read with no key and no deferrals.
@@ -480,6 +524,7 @@ b0ba97ffbc3101024c31000100000301016b0176010874656e616e742d3102";
         let mut expected = message();
         expected.key = None;
         expected.deferrals = 0;
+        expected.last_error = None;
         assert_eq!(decoded, expected);
     }
 

@@ -258,7 +258,11 @@ impl State {
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<()> {
-        let rec = self.check_lease(store, queue, id, lease)?;
+        nack.validate()?;
+        let mut rec = self.check_lease(store, queue, id, lease)?;
+        if let Some(error) = nack.error_text() {
+            rec.last_error = Some(error.into());
+        }
         if nack.defer {
             return self.defer(queue, rec, nack, now, tx);
         }

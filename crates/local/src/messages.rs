@@ -73,6 +73,7 @@ impl State {
             headers: req.headers,
             key: req.key,
             deferrals: 0,
+            last_error: None,
         };
         let key = codec::message_key(queue, &id);
         tx.ws.put(
@@ -291,6 +292,7 @@ fn with_payload(queue: &QueueName, rec: MessageRecord, payload: Vec<u8>) -> Mess
     Message {
         deferrals: rec.deferrals,
         key: rec.key,
+        last_error: rec.last_error.map(String::from),
         queue: queue.clone(),
         id: rec.id,
         seq: rec.seq,

@@ -14,6 +14,8 @@ use crate::signature::sign;
 /// Responses are read (and discarded) up to this size so that the
 /// connection can go back to the pool; a larger body closes it instead.
 const DRAIN_LIMIT: usize = 64 * 1024;
+/// How much of a failed answer's body its error text keeps (api.md).
+pub(crate) const BODY_IN_ERROR: usize = 256;
 
 /// Headers a message may not forward: they describe the connection or the
 /// body framing, which belong to the HTTP client, not to the message.
@@ -52,6 +54,9 @@ pub(crate) enum Outcome {
     HttpError {
         status: u16,
         retry_after_ms: Option<u64>,
+        /// The start of the answer's body (at most [`BODY_IN_ERROR`]
+        /// bytes, invalid UTF-8 replaced).
+        body: String,
     },
     /// No answer within `timeout_ms`.
     Timeout,
@@ -77,6 +82,21 @@ impl Outcome {
     }
 }
 
+impl Outcome {
+    /// What the failure is recorded as (the message's `last_error`, api.md
+    /// "Message history"): the status and the start of the body, or the
+    /// transport error, within [`delayd_core::MAX_ERROR_BYTES`].
+    pub fn error_text(&self) -> Option<String> {
+        let text = match self {
+            Self::Delivered => return None,
+            Self::HttpError { status, body, .. } if body.is_empty() => format!("HTTP {status}"),
+            Self::HttpError { status, body, .. } => format!("HTTP {status}: {body}"),
+            other => other.to_string(),
+        };
+        Some(delayd_core::truncate_text(&text, delayd_core::MAX_ERROR_BYTES).to_owned())
+    }
+}
+
 impl std::fmt::Display for Outcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -84,6 +104,7 @@ impl std::fmt::Display for Outcome {
             Self::HttpError {
                 status,
                 retry_after_ms: Some(ms),
+                ..
             } => write!(f, "answered {status} (retry after {ms} ms)"),
             Self::HttpError { status, .. } => write!(f, "answered {status}"),
             Self::Timeout => f.write_str("no answer within timeout_ms"),
@@ -135,9 +156,16 @@ async fn classify_response(mut response: reqwest::Response, now_ms: u64) -> Outc
     // timeout bounds this too, and a failure here does not change the
     // outcome (the status line was the answer).
     let mut drained = 0;
+    let mut start = Vec::new();
     while drained <= DRAIN_LIMIT {
         match response.chunk().await {
-            Ok(Some(chunk)) => drained += chunk.len(),
+            Ok(Some(chunk)) => {
+                drained += chunk.len();
+                if !status.is_success() && start.len() < BODY_IN_ERROR {
+                    let room = BODY_IN_ERROR - start.len();
+                    start.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                }
+            }
             Ok(None) | Err(_) => break,
         }
     }
@@ -147,6 +175,7 @@ async fn classify_response(mut response: reqwest::Response, now_ms: u64) -> Outc
         Outcome::HttpError {
             status: status.as_u16(),
             retry_after_ms,
+            body: String::from_utf8_lossy(&start).into_owned(),
         }
     }
 }

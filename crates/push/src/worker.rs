@@ -291,6 +291,7 @@ impl QueueWorker {
             Outcome::HttpError {
                 status,
                 retry_after_ms,
+                ..
             } => (Some(*status), *retry_after_ms),
             _ => (None, None),
         };
@@ -299,6 +300,7 @@ impl QueueWorker {
             delay_ms: retry_after.map(|ms| delayd_core::flow::retry_after_ms(&self.retry, ms)),
             priority: None,
             may_die: true,
+            error: failed.error_text(),
         }
     }
 

@@ -59,15 +59,17 @@ local PROMOTE_LIMIT = 1000
 -- enqueued_at (stored as deliver_at - enqueued_at, which is small),
 -- priority, payload, headers, attempts, max_attempts, lease_ms,
 -- lease_until, lease id, died_at, timeouts, releases, buries, kicks, flow
--- key, deferrals in a row. Optional ones are ''. Replies list them in this
--- order after the id. Records written before flow control end at kicks
--- and read as no key and no deferral.
-local SK, ST, DA, EA, PR, PL, HD, AT, MA, LM, LU, LI, DD, CT, RL, BU, KI, KY, DF =
-  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19
-local NFIELDS = 19
+-- key, deferrals in a row, the last failure's text. Optional ones are ''.
+-- Replies list them in this order after the id. A record is stored
+-- without its trailing fields that hold their defaults, so records written
+-- before flow control (ending at kicks) or before `last_error` (ending at
+-- deferrals) read as no key, no deferral and no last error.
+local SK, ST, DA, EA, PR, PL, HD, AT, MA, LM, LU, LI, DD, CT, RL, BU, KI, KY, DF, LE =
+  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20
+local NFIELDS = 20
 -- Defaults of the fields that may be left out (7 and up).
 local DEFAULT = {[HD] = '', [AT] = 0, [MA] = '', [LM] = '', [LU] = '', [LI] = '', [DD] = '',
-                 [CT] = 0, [RL] = 0, [BU] = 0, [KI] = 0, [KY] = '', [DF] = 0}
+                 [CT] = 0, [RL] = 0, [BU] = 0, [KI] = 0, [KY] = '', [DF] = 0, [LE] = ''}
 
 -- Numbers go to Redis commands as exact decimal strings (Lua's default
 -- %.14g would round epoch milliseconds and seqs). Replies need no such

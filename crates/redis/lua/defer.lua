@@ -1,6 +1,7 @@
 -- ARGV 4: id, 5: lease id, 6 and 7: the attempts and the deferrals in a
 -- row the caller read, 8 and 9: the attempts and deferrals after the
--- deferral, 10: 'D' (it dies) or the new deliver_at, 11: priority or ''.
+-- deferral, 10: 'D' (it dies) or the new deliver_at, 11: priority or '',
+-- 12: the nack's error text (the record's last_error) or '' to keep it.
 -- A nack with `defer: true` on a queue with flow: the deferral
 -- (`FlowConfig::deferred`) was decided in Rust from the record read; this
 -- applies it only if the message is still leased by that lease with those
@@ -16,6 +17,7 @@ local bad, r = check_lease(id, lid)
 if bad then return {bad} end
 if r[AT] ~= tonumber(ARGV[6]) or r[DF] ~= tonumber(ARGV[7]) then return {'CHG'} end
 if ARGV[11] ~= '' then r[PR] = tonumber(ARGV[11]) end
+if ARGV[12] ~= '' then r[LE] = ARGV[12] end
 redis.call('ZREM', K_LEASE, member(r, id))
 r[LU], r[LI] = '', ''
 r[AT], r[DF] = tonumber(ARGV[8]), tonumber(ARGV[9])

@@ -1,5 +1,6 @@
 -- ARGV 4: id, 5: lease id, 6: delay_ms or '' (backoff), 7: priority or '',
--- 8: '1' when the nack counts towards max_attempts.
+-- 8: '1' when the nack counts towards max_attempts, 9: the failure's text
+-- (the record's last_error) or '' to keep the last one.
 -- Returns {'OK', new state, next_due, wakes}, {'NF'}, {'LM'} or {'NOQ'}.
 local c = cfg()
 if not c then return {'NOQ'} end
@@ -7,5 +8,6 @@ promote(c)
 local id, lid = ARGV[4], ARGV[5]
 local bad, r = check_lease(id, lid)
 if bad then return {bad} end
+if ARGV[9] ~= '' then r[LE] = ARGV[9] end
 local st = fail(c, id, r, NOW, tonumber(ARGV[6]), ARGV[8] == '1', tonumber(ARGV[7]), false)
 return {'OK', st, next_due(c), wakes()}

@@ -126,6 +126,16 @@ impl RedisBroker {
             .timers_held
             .store(held, std::sync::atomic::Ordering::Relaxed);
     }
+
+    /// A test hook: what one timer or sweep round does for `queue`'s
+    /// shards, now (promote, and fire the due schedules each reply lists,
+    /// promoting again while a reply lists a full page).
+    #[doc(hidden)]
+    pub async fn promote_now(&self, queue: &delayd_core::QueueName) {
+        for shard in 0..self.inner.keys.shards {
+            crate::tasks::promote_shard(&self.inner, queue, shard).await;
+        }
+    }
 }
 
 impl Drop for RedisBroker {

@@ -301,6 +301,7 @@ impl Inner {
         lease: &LeaseId,
         nack: Nack,
     ) -> BrokerResult<()> {
+        nack.validate()?;
         let extra = vec![
             opt_arg(nack.delay_ms),
             opt_arg(nack.priority),
@@ -309,6 +310,7 @@ impl Inner {
             } else {
                 b"0".to_vec()
             },
+            nack.error_text().unwrap_or_default().as_bytes().to_vec(),
         ];
         if nack.defer {
             return self.defer(queue, id, lease, nack).await;

@@ -66,6 +66,7 @@ impl Inner {
                     .map(|p| p.to_string())
                     .unwrap_or_default()
                     .into_bytes(),
+                nack.error_text().unwrap_or_default().as_bytes().to_vec(),
             ];
             let reply = self.run(scripts::DEFER, &keys, now, args).await?;
             match status(&reply)? {

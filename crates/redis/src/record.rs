@@ -11,8 +11,8 @@ use delayd_core::{
 };
 use redis::Value;
 
-/// Values per record: the id and the 19 fields `append_record` emits.
-pub(crate) const RECORD_LEN: usize = 20;
+/// Values per record: the id and the 20 fields `append_record` emits.
+pub(crate) const RECORD_LEN: usize = 21;
 
 fn corrupt(what: &str) -> BrokerError {
     tracing::error!(what, "unexpected reply from a delayd script");
@@ -102,6 +102,10 @@ pub(crate) fn message(queue: &QueueName, r: &[Value]) -> BrokerResult<Message> {
     }
     let id = MessageId::new(text(&r[0])?).map_err(|_| corrupt("message id"))?;
     Ok(Message {
+        last_error: match bytes(&r[20]) {
+            Some([]) => None,
+            _ => Some(text(&r[20])?.to_owned()),
+        },
         deferrals: int32(&r[19])?,
         key: flow_key(&r[18])?,
         queue: queue.clone(),

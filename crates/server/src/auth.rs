@@ -1,5 +1,11 @@
 //! Bearer-token auth for `/v1/*` and `/metrics` when tokens are configured.
 //! `/healthz`, `/readyz` and `/openapi.json` stay open (probes and docs).
+//!
+//! This layer only says who sent the request (401 when nobody valid did)
+//! and puts the [`Principal`] in the request's extensions; what the
+//! principal may do on the matched route is decided after routing, in the
+//! per-request middleware (`access::authorize`), where the route's
+//! template is known.
 
 use std::sync::Arc;
 
@@ -7,24 +13,35 @@ use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use subtle::ConstantTimeEq;
 
 use crate::error::ApiError;
+use crate::keyring::{token_digest, FullTokens, Principal, ScopedTokens};
 
-/// The configured tokens; empty means auth is off.
+/// The tokens the server accepts.
 #[derive(Clone, Debug, Default)]
-pub struct Tokens(pub Arc<Vec<String>>);
+pub struct Tokens {
+    full: Arc<FullTokens>,
+    scoped: Option<ScopedTokens>,
+    /// Any `--token` or a `--token-file` (even an empty one) turns auth on.
+    on: bool,
+}
 
 impl Tokens {
-    /// Compares against every token without stopping at the first match, in
-    /// constant time per token, so timing reveals neither which token nor
-    /// how much of one matched.
-    fn accepts(&self, presented: &[u8]) -> bool {
-        let mut ok = subtle::Choice::from(0u8);
-        for token in self.0.iter() {
-            ok |= token.as_bytes().ct_eq(presented);
+    pub fn new(full: &[String], scoped: Option<ScopedTokens>) -> Self {
+        Self {
+            full: Arc::new(FullTokens::new(full)),
+            on: !full.is_empty() || scoped.is_some(),
+            scoped,
         }
-        ok.into()
+    }
+
+    /// Who `presented` belongs to. Hashed once; both sets are asked (no
+    /// shortcut when the first one knows it), each in constant time.
+    fn identify(&self, presented: &[u8]) -> Option<Arc<Principal>> {
+        let digest = token_digest(presented);
+        let full = self.full.lookup(&digest);
+        let scoped = self.scoped.as_ref().and_then(|s| s.lookup(&digest));
+        full.or(scoped)
     }
 }
 
@@ -34,22 +51,28 @@ pub(crate) fn needs_auth(path: &str) -> bool {
     path == "/metrics" || path == "/v1" || path.starts_with("/v1/")
 }
 
-pub async fn require_token(State(tokens): State<Tokens>, request: Request, next: Next) -> Response {
-    if tokens.0.is_empty() || !needs_auth(request.uri().path()) {
+/// The token of an `Authorization: Bearer <token>` header; any other form
+/// (no header, another scheme, no token after the scheme) is none.
+fn bearer(request: &Request) -> Option<&str> {
+    let value = request.headers().get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+pub async fn require_token(
+    State(tokens): State<Tokens>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if !tokens.on || !needs_auth(request.uri().path()) {
         return next.run(request).await;
     }
-    let presented = request
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| {
-            let (scheme, token) = value.trim().split_once(' ')?;
-            scheme
-                .eq_ignore_ascii_case("bearer")
-                .then(|| token.trim().to_owned())
-        });
-    match presented {
-        Some(token) if tokens.accepts(token.as_bytes()) => next.run(request).await,
-        _ => ApiError::unauthorized().into_response(),
+    match bearer(&request).and_then(|token| tokens.identify(token.as_bytes())) {
+        Some(principal) => {
+            request.extensions_mut().insert(principal);
+            next.run(request).await
+        }
+        None => ApiError::unauthorized().into_response(),
     }
 }

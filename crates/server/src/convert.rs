@@ -353,6 +353,8 @@ pub fn message(message: Message) -> api::Message {
         max_attempts: message.max_attempts,
         lease_until: message.lease_until,
         died_at: message.died_at,
+        last_error: message.last_error,
+        ended_at: None,
     }
 }
 

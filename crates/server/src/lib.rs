@@ -33,14 +33,21 @@
 //!   error shape; `body_error`: the words of a 400 for a body of the wrong
 //!   shape (the field's path and what it must be); [`error`]: the single
 //!   mapping from failures to status and code.
-//! - `auth` (bearer tokens, constant time), `metrics` (Prometheus recorder,
+//! - `auth`: who sent a request (bearer tokens; 401 otherwise), before
+//!   routing; `keyring`: the tokens by their SHA-256 digest, compared in
+//!   constant time, with [`TokenFile`] (`--token-file`, parsed) and
+//!   [`ScopedTokens`] (the handle its reload swaps); `access`: scopes
+//!   (`VERB:QUEUE_GLOB`), the one table of what every route needs, and
+//!   the 403 check the per-request middleware runs after routing.
+//! - `metrics` (Prometheus recorder,
 //!   request metrics, queue gauges), `shutdown` (in-flight tracking and the
 //!   shutdown order), `options` ([`ServerOptions`]); the push target
 //!   allowlist is `delayd_push::PushPolicy`.
 //! - `per_request`: the one middleware of every route, doing the request
 //!   metrics, the 408 of a body past its deadline, the 413 of an oversized
-//!   `Content-Length` and the in-flight count (the rules stay in
-//!   `metrics`, `body_deadline`, `extract` and `shutdown`).
+//!   `Content-Length`, the 403 of a scoped token without the route's
+//!   scope and the in-flight count (the rules stay in `metrics`,
+//!   `body_deadline`, `extract`, `access` and `shutdown`).
 //!
 //! # Example
 //!
@@ -67,6 +74,7 @@
 //! assert_eq!(response.status(), StatusCode::CREATED);
 //! ```
 
+mod access;
 mod auth;
 mod body_deadline;
 mod body_error;
@@ -74,6 +82,7 @@ mod connection;
 mod convert;
 pub mod error;
 mod extract;
+mod keyring;
 mod listener;
 pub mod metrics;
 mod options;
@@ -94,6 +103,8 @@ use axum::Router;
 use delayd_core::Broker;
 use tower_http::trace::TraceLayer;
 
+pub use access::{QueueGlob, Scope, ScopeVerb};
+pub use keyring::{token_digest, ScopedTokens, TokenFile, TokenFileError};
 pub use listener::{
     serve_http, ConnectionLimits, HttpListener, DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT, DEFAULT_HTTP2_MAX_STREAMS, DEFAULT_IDLE_TIMEOUT,
@@ -130,7 +141,7 @@ fn build(broker: Arc<dyn Broker>, options: ServerOptions) -> (Router, Arc<InFlig
         PushPolicy::default()
     });
     let in_flight = Arc::new(InFlight::default());
-    let tokens = auth::Tokens(Arc::new(options.tokens.clone()));
+    let tokens = auth::Tokens::new(&options.tokens, options.scoped_tokens.clone());
     let max_body = options.max_body;
     let state = AppState::new(state::Shared {
         broker,
@@ -143,7 +154,8 @@ fn build(broker: Arc<dyn Broker>, options: ServerOptions) -> (Router, Arc<InFlig
     // Layers run outside-in from the last added: trace, auth, error bodies,
     // panics, then (per route, where the route template is known) one
     // middleware for metrics, the 408 of a body past its deadline, the
-    // Content-Length check and in-flight tracking (`per_request`), and
+    // Content-Length check, the scope check and in-flight tracking
+    // (`per_request`), and
     // panics again. The inner
     // panic catcher makes a handler's panic an ordinary 500 that the metrics
     // count and in-flight tracking sees end; the outer one covers the

@@ -1,5 +1,7 @@
 //! [`ServerOptions`]: the limits and switches of the HTTP API.
 
+use crate::ScopedTokens;
+
 /// 1 MiB (api.md's default `--max-payload`).
 pub const DEFAULT_MAX_PAYLOAD: usize = 1024 * 1024;
 /// 64 MiB. A request body holds at most one batch; a full batch of maximal
@@ -13,8 +15,12 @@ pub const DEFAULT_MAX_WAIT_MS: u64 = 60_000;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerOptions {
-    /// Bearer tokens accepted on `/v1/*` and `/metrics`; empty: no auth.
+    /// Full-access bearer tokens (`--token`) accepted on `/v1/*` and
+    /// `/metrics`; empty, with no `scoped_tokens`: no auth.
     pub tokens: Vec<String>,
+    /// Scoped tokens (`--token-file`); the holder of another clone of the
+    /// handle may replace them while the server runs.
+    pub scoped_tokens: Option<ScopedTokens>,
     /// Largest payload in bytes (after base64 decoding): 413 beyond.
     pub max_payload: usize,
     /// Largest request body in bytes: 413 beyond.
@@ -35,6 +41,7 @@ impl Default for ServerOptions {
     fn default() -> Self {
         Self {
             tokens: Vec::new(),
+            scoped_tokens: None,
             max_payload: DEFAULT_MAX_PAYLOAD,
             max_body: DEFAULT_MAX_BODY,
             max_delay_ms: DEFAULT_MAX_DELAY_MS,
@@ -43,5 +50,12 @@ impl Default for ServerOptions {
             max_wait_ms: DEFAULT_MAX_WAIT_MS,
             push_allow: Vec::new(),
         }
+    }
+}
+
+impl ServerOptions {
+    /// Whether requests to `/v1/*` and `/metrics` need a token.
+    pub fn auth_required(&self) -> bool {
+        !self.tokens.is_empty() || self.scoped_tokens.is_some()
     }
 }

@@ -7,17 +7,20 @@
 //! - the 408 of a body that missed its deadline (`body_deadline`);
 //! - the 413 of a declared `Content-Length` over the cap (`extract`),
 //!   before a byte of the body is read;
-//! - the in-flight count that graceful shutdown waits for (`shutdown`).
+//! - the in-flight count that graceful shutdown waits for (`shutdown`);
+//! - the 403 of a scoped token without the scope the route needs
+//!   (`access`; the token itself was checked before routing, in `auth`).
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 
+use crate::keyring::Principal;
 use crate::shutdown::InFlight;
-use crate::{body_deadline, extract, metrics, shutdown};
+use crate::{access, body_deadline, extract, metrics, shutdown};
 
 /// What the per-request middleware needs.
 #[derive(Clone)]
@@ -38,12 +41,31 @@ pub(crate) async fn per_request(
     let version = request.version();
     let response = match extract::oversized(request.headers(), ctx.max_body) {
         Some(refused) => refused,
-        None => {
-            let _counted = shutdown::enter(&ctx.in_flight, route.as_ref());
-            next.run(request).await
-        }
+        None => match forbidden(&request, route.as_ref()) {
+            Some(refused) => refused,
+            None => {
+                let _counted = shutdown::enter(&ctx.in_flight, route.as_ref());
+                next.run(request).await
+            }
+        },
     };
     let response = body_deadline::answer_if_too_slow(too_slow, version, response);
     metrics::record_request(route.as_ref(), &method, response.status(), started);
     response
+}
+
+/// The 403 of a request whose token lacks what its route needs. No
+/// principal: auth is off (the `auth` layer puts one on every request it
+/// lets through to a route that needs a token).
+fn forbidden(request: &Request, route: Option<&MatchedPath>) -> Option<Response> {
+    let principal = request.extensions().get::<Arc<Principal>>()?;
+    let route = route?;
+    access::authorize(
+        &principal.grant,
+        request.method(),
+        route.as_str(),
+        request.uri().path(),
+    )
+    .err()
+    .map(|refused| refused.into_response())
 }

@@ -4,6 +4,7 @@
 // end when the view changes).
 
 import { setToken, getToken } from './api.js';
+import * as access from './access.js';
 import { clear, notify } from './dom.js';
 import { Sampler } from './metrics.js';
 import * as overview from './overview.js';
@@ -24,8 +25,19 @@ function resolve(hash) {
   return [overview, {}];
 }
 
-function show() {
+// Navigations so far: a view whose scopes arrived after a newer
+// navigation began is not drawn.
+let navigations = 0;
+
+// Draws the view of the hash, after learning what the token may do (once
+// per navigation, so a token changed on the server is seen on the next).
+async function show() {
+  const turn = ++navigations;
   stopView();
+  stopView = () => {};
+  await access.load();
+  if (turn !== navigations) return;
+  showIdentity();
   let view;
   let params;
   try {
@@ -36,6 +48,14 @@ function show() {
   }
   clear(main);
   stopView = view.render(main, params, { sampler, confirm: confirmDialog }) || (() => {});
+}
+
+// The token's name in the header (nothing for a full-access token).
+function showIdentity() {
+  const me = access.current();
+  const box = document.getElementById('whoami');
+  box.textContent = me && me.name ? `token: ${me.name}` : '';
+  box.title = me ? `scopes: ${me.texts.join(', ') || 'none'}` : '';
 }
 
 // Set when the user dismissed the prompt: polling must not reopen it every

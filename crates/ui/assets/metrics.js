@@ -4,6 +4,7 @@
 // so they describe the last interval, not the process's whole life.
 
 import { metricsText } from './api.js';
+import { mayEverywhere } from './access.js';
 
 export const POLL_MS = 2000;
 export const POINTS = 60;
@@ -114,6 +115,12 @@ export class Sampler {
   }
 
   async sample() {
+    if (!mayEverywhere('read')) {
+      // /metrics names every queue: it needs read:*, which this token lacks.
+      this.error = new Error('this token may not read every queue (metrics need read:*)');
+      for (const listener of this.listeners) listener(this);
+      return;
+    }
     try {
       const summary = summarize(parse(await metricsText()));
       const at = Date.now();

@@ -8,6 +8,7 @@ import { h, route, fmtCount, fmtTime, fmtRelative, preview, notify, runAction, r
 import { dueHistogram } from './charts.js';
 import { schedulesCard } from './schedules.js';
 import { flowCard } from './flow.js';
+import { guard } from './access.js';
 
 const REFRESH_MS = 5000;
 const PAGE = 50;
@@ -80,6 +81,7 @@ async function refreshHeader(view) {
   const toggle = info.paused
     ? button('Resume', 'resume', () => act(view, () => api.resume(view.queue), 'Queue resumed.'))
     : button('Pause', 'pause', () => act(view, () => api.pause(view.queue), 'Queue paused.'));
+  guard(toggle, 'manage', view.queue);
   replace(view.header, 
     h(
       'div',
@@ -88,7 +90,7 @@ async function refreshHeader(view) {
       h('span', { class: info.paused ? 'badge paused' : 'badge', attrs: { 'data-test': 'paused-flag' }, text: info.paused ? 'paused' : 'active' }),
     ),
     counts,
-    h('div', { class: 'actions' }, toggle, button('Purge…', 'purge', () => purge(view), 'danger')),
+    h('div', { class: 'actions' }, toggle, guard(button('Purge…', 'purge', () => purge(view), 'danger'), 'admin', view.queue)),
   );
 }
 
@@ -175,7 +177,7 @@ async function refreshList(view) {
   }
   const tools = [];
   if (view.state === 'dead' && messages.length) {
-    tools.push(button('Redrive all', 'redrive-all', () => act(view, () => api.redrive(view.queue), 'All dead messages redriven.')));
+    tools.push(guard(button('Redrive all', 'redrive-all', () => act(view, () => api.redrive(view.queue), 'All dead messages redriven.')), 'manage', view.queue));
   }
   replace(view.lists, 
     h('h2', { text: 'Messages' }),
@@ -238,7 +240,8 @@ export function rowActions(view, m, after = () => refreshAll(view)) {
     actions.push(button('Reschedule', 'reschedule', () => reschedule(view, m, run)));
   }
   actions.push(button('Cancel', 'cancel', () => run(() => api.cancel(view.queue, m.id), `Cancelled ${m.id}.`), 'danger'));
-  return actions;
+  // Redrive, reschedule and cancel are all `manage`.
+  return actions.map((b) => guard(b, 'manage', view.queue));
 }
 
 // Asks for a new delay inline (no window.prompt: it blocks the page and

@@ -5,6 +5,7 @@
 
 import * as api from './api.js';
 import { h, route, fmtRelative, runAction, replace } from './dom.js';
+import { guard } from './access.js';
 
 // How many messages per state are searched for a schedule's fired messages.
 const SEARCH_LIMIT = 1000;
@@ -81,8 +82,8 @@ function actions(view, s) {
     ? button('Resume', 'schedule-resume', () => run(() => api.resumeSchedule(view.queue, s.id), `Schedule ${s.id} resumed.`))
     : button('Pause', 'schedule-pause', () => run(() => api.pauseSchedule(view.queue, s.id), `Schedule ${s.id} paused.`));
   return [
-    toggle,
-    button('Trigger', 'schedule-trigger', () => run(() => api.triggerSchedule(view.queue, s.id), `Schedule ${s.id} triggered.`)),
+    guard(toggle, 'manage', view.queue),
+    guard(button('Trigger', 'schedule-trigger', () => run(() => api.triggerSchedule(view.queue, s.id), `Schedule ${s.id} triggered.`)), 'publish', view.queue),
     button(view.open === s.id ? 'Hide messages' : 'Messages', 'schedule-messages', () => {
       view.open = view.open === s.id ? null : s.id;
       refresh(view);

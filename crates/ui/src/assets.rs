@@ -47,6 +47,7 @@ pub const ASSETS: &[Asset] = &[
     asset!("favicon.svg", SVG),
     asset!("app.js", JS),
     asset!("api.js", JS),
+    asset!("access.js", JS),
     asset!("dom.js", JS),
     asset!("charts.js", JS),
     asset!("metrics.js", JS),

@@ -9,7 +9,8 @@
 //!   [`ui_router`] with their content types and a strict
 //!   Content-Security-Policy. The page itself needs no token; everything it
 //!   shows comes from `/v1` with the bearer token it keeps in the browser's
-//!   session storage.
+//!   session storage; `access.js` asks `GET /v1/whoami` what that token
+//!   may do, and the views disable the actions it may not take.
 //!
 //! The browser code builds every node with `createElement`/`textContent`,
 //! never `innerHTML` with data: payloads, ids and headers are

@@ -29,6 +29,7 @@ from .aio_worker import AsyncConsumer, AsyncDelivery
 from .client import Client, Queue
 from .errors import (
     DelaydError,
+    Forbidden,
     InsufficientStorage,
     InvalidArgument,
     InvalidJson,
@@ -80,6 +81,7 @@ __all__ = [
     "EnqueueItem",
     "EnqueueResult",
     "Flow",
+    "Forbidden",
     "Histogram",
     "InsufficientStorage",
     "InvalidArgument",

@@ -106,6 +106,10 @@ def openapi() -> Call[Dict[str, Any]]:
     return call("openapi", _json)
 
 
+def whoami() -> Call[Dict[str, Any]]:
+    return call("whoami", _json)
+
+
 def list_queues() -> Call[List[m.QueueInfo]]:
     return call("list_queues", lambda r: [m.QueueInfo.from_json(q) for q in r.json()["queues"]])
 
@@ -328,10 +332,12 @@ def ack_many(queue: str, acks: Sequence[AckItem]) -> Call[List[m.AckResult]]:
     )
 
 
-def nack(queue: str, id: str, lease_id: str, delay: Optional[Duration], defer: bool = False) -> Call[None]:
-    # `defer` is sent only when set: a server without flow control refuses
+def nack(
+    queue: str, id: str, lease_id: str, delay: Optional[Duration], defer: bool = False, error: Optional[str] = None
+) -> Call[None]:
+    # `defer` and `error` are sent only when set: an older server refuses
     # fields it does not know.
-    body = ROUTES["nack"].body(lease_id=lease_id, delay_ms=to_ms(delay), defer=True if defer else None)
+    body = ROUTES["nack"].body(lease_id=lease_id, delay_ms=to_ms(delay), defer=True if defer else None, error=error)
     return call("nack", _none, path={"queue": queue, "id": id}, body=body)
 
 

@@ -112,6 +112,12 @@ class AsyncClient:
         """``GET /openapi.json``."""
         return await self._run(ops.openapi())
 
+    async def whoami(self) -> Dict[str, Any]:
+        """``GET /v1/whoami``: this client's token, ``{name, scopes, auth}``
+        (``scopes`` as ``VERB:QUEUE_GLOB`` strings; ``["*:*"]`` for a
+        full-access token or a server without tokens)."""
+        return await self._run(ops.whoami())
+
     async def queues(self) -> List[m.QueueInfo]:
         """Every queue, by name."""
         return await self._run(ops.list_queues())
@@ -249,12 +255,21 @@ class AsyncQueue:
         """Acks leased messages (or ``(id, lease_id)`` pairs) in one request."""
         return await self._run(ops.ack_many(self.name, acks))
 
-    async def nack(self, id: str, lease_id: str, *, delay: Optional[Duration] = None, defer: bool = False) -> None:
+    async def nack(
+        self,
+        id: str,
+        lease_id: str,
+        *,
+        delay: Optional[Duration] = None,
+        defer: bool = False,
+        error: Optional[str] = None,
+    ) -> None:
         """Gives a message back: retried after ``delay`` (default: the queue's
         backoff). ``defer=True`` (queues with ``flow``): the delivery was not
         an attempt; the message and its key wait ``delay`` (default: the
-        queue's backoff for the deferral)."""
-        return await self._run(ops.nack(self.name, id, lease_id, delay, defer))
+        queue's backoff for the deferral). ``error`` (at most 1024 bytes of
+        UTF-8) says why: it becomes the message's ``last_error``."""
+        return await self._run(ops.nack(self.name, id, lease_id, delay, defer, error))
 
     async def extend(self, id: str, lease_id: str, *, lease: Optional[Duration] = None) -> int:
         """Extends a lease to now + ``lease``; returns the new ``lease_until``."""

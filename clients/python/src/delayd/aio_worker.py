@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, AsyncGenerator, AsyncIterator, Awaitable, Call
 from ._ops import Duration, to_ms
 from .errors import DelaydError, LeaseMismatch, MessageNotFound
 from .models import LeasedMessage, LeasedView
-from .worker import Defer
+from .worker import Defer, error_text
 
 if TYPE_CHECKING:
     from .aio import AsyncQueue
@@ -54,9 +54,9 @@ class AsyncDelivery(LeasedView):
         if self._take():
             await self.queue.ack(self.id, self.lease_id)
 
-    async def nack(self, *, delay: Optional[Duration] = None) -> None:
+    async def nack(self, *, delay: Optional[Duration] = None, error: Optional[str] = None) -> None:
         if self._take():
-            await self.queue.nack(self.id, self.lease_id, delay=delay)
+            await self.queue.nack(self.id, self.lease_id, delay=delay, error=error)
 
     async def defer(self, *, delay: Optional[Duration] = None) -> None:
         """Gives the message back without spending an attempt (see ``delayd.Defer``)."""
@@ -68,14 +68,16 @@ class AsyncDelivery(LeasedView):
         self.renewed = time.monotonic()
         return self.lease_until
 
-    async def settle(self, ok: bool, *, delay: Optional[Duration] = None, defer: bool = False) -> None:
+    async def settle(
+        self, ok: bool, *, delay: Optional[Duration] = None, defer: bool = False, error: Optional[str] = None
+    ) -> None:
         try:
             if ok:
                 await self.ack()
             elif defer:
                 await self.defer(delay=delay)
             else:
-                await self.nack(delay=delay)
+                await self.nack(delay=delay, error=error)
         except (LeaseMismatch, MessageNotFound) as err:
             log.warning("message %s of %s: lease lost before it was settled: %s", self.id, self.queue.name, err)
         except DelaydError as err:
@@ -270,9 +272,9 @@ async def run_async_workers(
                 except Defer as defer:
                     log.info("message %s of %s: deferred by the handler", delivery.id, queue.name)
                     await delivery.settle(False, delay=defer.delay, defer=True)
-                except Exception:
+                except Exception as exc:
                     log.exception("message %s of %s: handler failed, nacked", delivery.id, queue.name)
-                    await delivery.settle(False)
+                    await delivery.settle(False, error=error_text(exc))
 
     restore = install_signals(stop.set) if stop_on_signal else (lambda: None)
     try:

@@ -110,6 +110,12 @@ class Client:
         """``GET /openapi.json``."""
         return self._run(ops.openapi())
 
+    def whoami(self) -> Dict[str, Any]:
+        """``GET /v1/whoami``: this client's token, ``{name, scopes, auth}``
+        (``scopes`` as ``VERB:QUEUE_GLOB`` strings; ``["*:*"]`` for a
+        full-access token or a server without tokens)."""
+        return self._run(ops.whoami())
+
     def queues(self) -> List[m.QueueInfo]:
         """Every queue, by name."""
         return self._run(ops.list_queues())
@@ -245,12 +251,21 @@ class Queue:
         """Acks leased messages (or ``(id, lease_id)`` pairs) in one request."""
         return self._run(ops.ack_many(self.name, acks))
 
-    def nack(self, id: str, lease_id: str, *, delay: Optional[Duration] = None, defer: bool = False) -> None:
+    def nack(
+        self,
+        id: str,
+        lease_id: str,
+        *,
+        delay: Optional[Duration] = None,
+        defer: bool = False,
+        error: Optional[str] = None,
+    ) -> None:
         """Gives a message back: retried after ``delay`` (default: the queue's
         backoff). ``defer=True`` (queues with ``flow``): the delivery was not
         an attempt; the message and its key wait ``delay`` (default: the
-        queue's backoff for the deferral)."""
-        return self._run(ops.nack(self.name, id, lease_id, delay, defer))
+        queue's backoff for the deferral). ``error`` (at most 1024 bytes of
+        UTF-8) says why: it becomes the message's ``last_error``."""
+        return self._run(ops.nack(self.name, id, lease_id, delay, defer, error))
 
     def extend(self, id: str, lease_id: str, *, lease: Optional[Duration] = None) -> int:
         """Extends a lease to now + ``lease``; returns the new ``lease_until``."""

@@ -50,6 +50,13 @@ class Unauthorized(DelaydError):
     code = "unauthorized"
 
 
+class Forbidden(DelaydError):
+    """The token is valid but lacks the scope (``VERB:QUEUE_GLOB``) the call
+    needs; the message names the verb and the queue."""
+
+    code = "forbidden"
+
+
 class NotFound(DelaydError):
     """Unknown route (``not_found``); the base of the specific not-found codes."""
 
@@ -104,6 +111,7 @@ ERRORS: Dict[str, Type[DelaydError]] = {
         InvalidJson,
         InvalidArgument,
         Unauthorized,
+        Forbidden,
         NotFound,
         QueueNotFound,
         MessageNotFound,

@@ -94,6 +94,13 @@ class Message(_HasPayload):
     max_attempts: Optional[int] = None
     key: Optional[str] = None
     """The message's flow key (``None`` when it has none)."""
+    deferrals: int = 0
+    """Deferrals in a row so far."""
+    last_error: Optional[str] = None
+    """The last failure recorded (a nack's ``error``, what a failed push
+    answered), or ``None``."""
+    ended_at: Optional[int] = None
+    """When a retained message ended; ``None`` while it lives."""
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "Message":
@@ -112,6 +119,9 @@ class Message(_HasPayload):
             died_at=_opt_int(obj, "died_at"),
             max_attempts=_opt_int(obj, "max_attempts"),
             key=_opt_str(obj, "key"),
+            deferrals=int(obj.get("deferrals") or 0),
+            last_error=_opt_str(obj, "last_error"),
+            ended_at=_opt_int(obj, "ended_at"),
         )
 
 

@@ -58,6 +58,7 @@ ROUTES: Dict[str, Route] = {
     "readyz": Route("GET", "/readyz", idempotent=True),
     "metrics": Route("GET", "/metrics", idempotent=True),
     "openapi": Route("GET", "/openapi.json", idempotent=True),
+    "whoami": Route("GET", "/v1/whoami", idempotent=True),
     # Queues
     "list_queues": Route("GET", "/v1/queues", idempotent=True),
     "get_queue": Route("GET", _Q, idempotent=True),
@@ -88,7 +89,7 @@ ROUTES: Dict[str, Route] = {
     "lease": Route("POST", _Q + "/leases", fields=("max", "wait_ms", "lease_ms")),
     "ack": Route("POST", _Q + "/messages/{id}/ack", fields=("lease_id",)),
     "ack_many": Route("POST", _Q + "/acks", fields=("acks",), nested={"acks": ("id", "lease_id")}),
-    "nack": Route("POST", _Q + "/messages/{id}/nack", fields=("lease_id", "delay_ms", "defer")),
+    "nack": Route("POST", _Q + "/messages/{id}/nack", fields=("lease_id", "delay_ms", "defer", "error")),
     "extend": Route("POST", _Q + "/messages/{id}/extend", fields=("lease_id", "lease_ms"), idempotent=True),
     # Dead letters
     "list_dead": Route("GET", _Q + "/dead", query=("limit", "after"), idempotent=True),

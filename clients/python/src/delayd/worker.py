@@ -55,6 +55,17 @@ class Defer(Exception):
         self.delay = delay
 
 
+MAX_ERROR_BYTES = 1024
+"""The longest ``error`` a nack may carry, in bytes of UTF-8 (api.md)."""
+
+
+def error_text(exc: BaseException) -> str:
+    """What a failed handler's nack says: the exception's type and text, cut
+    to :data:`MAX_ERROR_BYTES` at a character boundary."""
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return text.encode("utf-8")[:MAX_ERROR_BYTES].decode("utf-8", "ignore")
+
+
 class Delivery(LeasedView):
     """A leased message in a worker's hands: the message's fields plus
     ``ack``, ``nack`` and ``extend``. Settling twice is a no-op."""
@@ -82,9 +93,9 @@ class Delivery(LeasedView):
         if self._take():
             self.queue.ack(self.id, self.lease_id)
 
-    def nack(self, *, delay: Optional[Duration] = None) -> None:
+    def nack(self, *, delay: Optional[Duration] = None, error: Optional[str] = None) -> None:
         if self._take():
-            self.queue.nack(self.id, self.lease_id, delay=delay)
+            self.queue.nack(self.id, self.lease_id, delay=delay, error=error)
 
     def defer(self, *, delay: Optional[Duration] = None) -> None:
         """Gives the message back without spending an attempt (see :class:`Defer`)."""
@@ -96,7 +107,9 @@ class Delivery(LeasedView):
         self.renewed = time.monotonic()
         return self.lease_until
 
-    def settle(self, ok: bool, *, delay: Optional[Duration] = None, defer: bool = False) -> None:
+    def settle(
+        self, ok: bool, *, delay: Optional[Duration] = None, defer: bool = False, error: Optional[str] = None
+    ) -> None:
         """Acks (``ok``), nacks or defers, logging rather than raising: used
         where the worker, not the user, settles."""
         try:
@@ -105,7 +118,7 @@ class Delivery(LeasedView):
             elif defer:
                 self.defer(delay=delay)
             else:
-                self.nack(delay=delay)
+                self.nack(delay=delay, error=error)
         except (LeaseMismatch, MessageNotFound) as err:
             log.warning("message %s of %s: lease lost before it was settled: %s", self.id, self.queue.name, err)
         except DelaydError as err:
@@ -293,9 +306,9 @@ def run_workers(
             except Defer as defer:
                 log.info("message %s of %s: deferred by the handler", delivery.id, queue.name)
                 delivery.settle(False, delay=defer.delay, defer=True)
-            except Exception:
+            except Exception as exc:
                 log.exception("message %s of %s: handler failed, nacked", delivery.id, queue.name)
-                delivery.settle(False)
+                delivery.settle(False, error=error_text(exc))
 
     threads = [threading.Thread(target=one_worker, name=f"delayd-worker-{i}", daemon=True) for i in range(concurrency)]
     restore = _stop.install(stop.set, lambda: False) if stop_on_signal else (lambda: None)

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use delayd_local::{Durability, LocalConfig};
 use delayd_server::{
-    ConnectionLimits, ServerOptions, DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT,
+    ConnectionLimits, ScopedTokens, ServerOptions, DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
 };
 
@@ -55,8 +55,28 @@ pub(super) fn build(layers: &Layers) -> Result<ServeConfig, ConfigError> {
         return Err(ConfigError::Conflict(error.to_string()));
     }
     let connections = connections(layers, beanstalk.is_some())?;
+    let tokens = layers.list("token");
+    let token_file = layers.one("token_file").map(|(_, v)| PathBuf::from(v));
+    let scoped_tokens = match &token_file {
+        Some(path) => Some(ScopedTokens::new(crate::token::read_token_file(path)?)),
+        None => None,
+    };
+    let unauthenticated = layers.parse("beanstalk_unauthenticated", "false", parse_bool)?;
+    if let Some(addr) = beanstalk {
+        let tokens_on = !tokens.is_empty() || token_file.is_some();
+        if tokens_on && !addr.ip().is_loopback() && !unauthenticated {
+            return Err(ConfigError::Conflict(format!(
+                "--beanstalk {addr} listens beyond loopback, but the beanstalkd protocol has \
+                 no authentication: anyone who reaches it could bypass the tokens \
+                 (--token/--token-file) that protect HTTP. Listen on a loopback address, \
+                 turn it off with --beanstalk off, or give --beanstalk-unauthenticated \
+                 to accept this"
+            )));
+        }
+    }
     let options = ServerOptions {
-        tokens: layers.list("token"),
+        tokens,
+        scoped_tokens,
         max_payload,
         max_body,
         max_delay_ms: u64::try_from(max_delay.as_millis()).unwrap_or(u64::MAX),
@@ -74,6 +94,7 @@ pub(super) fn build(layers: &Layers) -> Result<ServeConfig, ConfigError> {
         beanstalk_max_connections: connections.beanstalk,
         max_connections: connections.budget,
         tls: tls_files(layers)?,
+        token_file,
     })
 }
 

@@ -178,9 +178,25 @@ async fn nack_and_cancel() {
     ok(delayd(&url, &["put", "q", "--id", "n", "x"], None).await);
     let got = json(delayd(&url, &["get", "q", "--json", "--lease", "30s"], None).await);
     let lease = got["messages"][0]["lease_id"].as_str().unwrap().to_owned();
-    ok(delayd(&url, &["nack", "q", "n", &lease, "--delay", "1h"], None).await);
+    let nack = [
+        "nack",
+        "q",
+        "n",
+        &lease,
+        "--delay",
+        "1h",
+        "--error",
+        "card declined",
+    ];
+    ok(delayd(&url, &nack, None).await);
     let stats = json(delayd(&url, &["stats", "q", "--json"], None).await);
     assert_eq!(stats["stats"]["scheduled"], 1);
+    let message = delayd_client::Client::new(&url)
+        .unwrap()
+        .get_message("q", "n")
+        .await
+        .unwrap();
+    assert_eq!(message.last_error.as_deref(), Some("card declined"));
     let done = json(delayd(&url, &["cancel", "q", "n", "--json"], None).await);
     assert_eq!(done["cancelled"], true);
 }

@@ -37,6 +37,8 @@ const REDIS: &str = "delayd-redis";
 const PUSH: &str = "delayd-push";
 const UI: &str = "delayd-ui";
 const SERVER: &str = "delayd-server";
+/// The fault tests' history checker: plain data, no workspace crate.
+const HISTORY: &str = "delayd-history";
 
 #[rustfmt::skip]
 const RULES: &[Rule] = &[
@@ -46,8 +48,10 @@ const RULES: &[Rule] = &[
     // The wire is independent of core: conversions live in the server and
     // the client's broker adapter, so the client can use it without core.
     Rule { package: API,                     normal: &[],                dev: &[] },
-    Rule { package: LOCAL,                   normal: &[CORE, WHEEL],     dev: &[CORE, WHEEL] },
-    Rule { package: REDIS,                   normal: &[CORE, WHEEL],     dev: &[CORE, WHEEL] },
+    Rule { package: LOCAL,                   normal: &[CORE, WHEEL],     dev: &[CORE, WHEEL, HISTORY] },
+    Rule { package: REDIS,                   normal: &[CORE, WHEEL],     dev: &[CORE, WHEEL, HISTORY] },
+    // Its fault tests record histories for it; it knows nothing of ours.
+    Rule { package: HISTORY,                 normal: &[],                dev: &[] },
     Rule { package: "delayd-beanstalk",      normal: &[CORE, API],       dev: &[CORE, API, LOCAL, REDIS] },
     Rule { package: PUSH,                    normal: &[CORE, API],       dev: &[CORE, API, LOCAL, REDIS] },
     // The server checks push targets with push's allowlist and serves the

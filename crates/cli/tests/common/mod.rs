@@ -203,6 +203,11 @@ impl Server {
         self.log.lock().unwrap().join("\n")
     }
 
+    /// The server process's id (to signal it).
+    pub fn pid(&self) -> u32 {
+        self.proc.0.id()
+    }
+
     /// Sends SIGTERM and waits up to `limit` for the process to exit.
     #[expect(unsafe_code, reason = "kill(2) through libc")]
     pub fn sigterm_and_wait(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {

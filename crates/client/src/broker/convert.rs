@@ -135,6 +135,7 @@ pub(super) fn decode_err(err: BrokerError) -> BrokerError {
 
 pub(super) fn to_message(view: wire::MessageView) -> BrokerResult<Message> {
     Ok(Message {
+        last_error: view.last_error,
         deferrals: view.deferrals,
         key: view.key.map(to_key).transpose()?,
         queue: QueueName::new(view.queue).map_err(decode_err)?,

@@ -332,15 +332,15 @@ impl Broker for HttpBroker {
             return Err(not_available("nack with a priority or without dying"));
         }
         let (queue_name, id_str, lease_str) = (queue.as_str(), id.as_str(), lease.as_str());
-        let done = if nack.defer {
-            self.client
-                .defer(queue_name, id_str, lease_str, nack.delay_ms)
-                .await
-        } else {
-            self.client
-                .nack(queue_name, id_str, lease_str, nack.delay_ms)
-                .await
+        let options = crate::NackOptions {
+            delay_ms: nack.delay_ms,
+            defer: nack.defer,
+            error: nack.error,
         };
+        let done = self
+            .client
+            .nack_with(queue_name, id_str, lease_str, &options)
+            .await;
         done.map_err(|err| Subject::lease(queue, id, lease).map(err))
     }
 

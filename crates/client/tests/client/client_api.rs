@@ -249,3 +249,38 @@ async fn token_auth_and_operations() {
     assert!(client.list_queues().await.unwrap().is_empty());
     client.metrics().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_scoped_token_without_the_scope_is_forbidden() {
+    let digest: String = delayd_server::token_digest(b"producer")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let text = format!(
+        "[[token]]\nname = \"producer\"\nsha256 = \"{digest}\"\nscopes = [\"publish:orders\"]\n"
+    );
+    let file = delayd_server::TokenFile::parse(&text).unwrap();
+    let options = ServerOptions {
+        scoped_tokens: Some(delayd_server::ScopedTokens::new(file)),
+        ..ServerOptions::default()
+    };
+    let client = server(options).await.with_token("producer");
+    client
+        .enqueue("orders", &NewMessage::new("x"))
+        .await
+        .unwrap();
+    let err = client
+        .enqueue("billing", &NewMessage::new("x"))
+        .await
+        .unwrap_err();
+    assert!(err.is_forbidden(), "{err}");
+    assert_eq!(err.status(), Some(403));
+    let shown = err.to_string();
+    assert!(
+        shown.contains("publish") && shown.contains("\"billing\""),
+        "{shown}"
+    );
+    let me = client.whoami().await.unwrap();
+    assert_eq!(me.name.as_deref(), Some("producer"));
+    assert_eq!(me.scopes, ["publish:orders"]);
+}

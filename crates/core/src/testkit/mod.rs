@@ -112,6 +112,7 @@ macro_rules! conformance_tests {
             pipeline_runs_in_order_and_stops_after_short_lease,
             nack_with_explicit_delay,
             nack_with_backoff,
+            nack_error_is_last_error,
             extend_keeps_lease,
             unknown_queue_errors,
             max_attempts_dead_via_nack,

@@ -357,6 +357,7 @@ impl Broker for ModelBroker {
         lease: &LeaseId,
         nack: Nack,
     ) -> BrokerResult<()> {
+        nack.validate()?;
         let (mut state, now) = self.open()?;
         let config = state
             .config(queue)
@@ -369,6 +370,9 @@ impl Broker for ModelBroker {
             if let Some(priority) = nack.priority {
                 stored.msg.priority = priority;
             }
+            if let Some(error) = nack.error_text() {
+                stored.msg.last_error = Some(error.to_owned());
+            }
             state.defer(&(queue.clone(), id.clone()), nack.delay_ms, now)?;
             self.changed.notify_waiters();
             return Ok(());
@@ -377,6 +381,9 @@ impl Broker for ModelBroker {
         stored.msg.counters.releases += 1;
         if let Some(priority) = nack.priority {
             stored.msg.priority = priority;
+        }
+        if let Some(error) = nack.error_text() {
+            stored.msg.last_error = Some(error.to_owned());
         }
         state::fail_attempt(stored, &config, now, nack.delay_ms, nack.may_die);
         if stored.msg.state == MessageState::Scheduled && stored.msg.deliver_at <= now {

@@ -193,6 +193,7 @@ impl State {
             payload: request.payload,
             key: request.key,
             deferrals: 0,
+            last_error: None,
         };
         let key = (queue.clone(), id.clone());
         self.messages.insert(key, Stored { msg, lease: None });

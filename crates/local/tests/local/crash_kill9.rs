@@ -6,6 +6,16 @@
 //! catch up after each restart): each fire time's message exists iff the
 //! schedule's cursor moved past it, and none is enqueued twice.
 //!
+//! Each round is also recorded as a history (crates/history) and the one
+//! history checker runs on all rounds at the end: the child reports no
+//! times, so its calls span the whole round (from its start to the kill),
+//! an ack or cancel it reports is an acknowledged end of the message and
+//! one it was about to make an end that may have happened, every kill is
+//! a crash and every child start a restart; the reads after each kill and
+//! the schedule's listed fire messages are the observations. The checker
+//! then proves again, by its own rules: nothing acknowledged lost, no
+//! acknowledged end undone, no seq on two ids, each fire time once.
+//!
 //! The kill times come from a seeded generator; the seed is printed first
 //! (`DELAYD_SEED=<n>` replays its kill times; the child's own progress
 //! between them runs on real time, which is what a crash test is for).
@@ -19,6 +29,9 @@ use std::time::{Duration, Instant};
 use delayd_core::testkit::support::list_by_state;
 use delayd_core::{
     Broker, BrokerError, ListQuery, ManualClock, MessageId, MessageState, QueueName,
+};
+use delayd_history::{
+    Crash, Enqueue, Fire, History, MessageCall, Observe, Observed, Op, Outcome, Span, Stop,
 };
 use delayd_local::{LocalBroker, LocalConfig};
 use rand::rngs::StdRng;
@@ -38,6 +51,59 @@ struct Acknowledged {
     /// ids a lease returned (before its own fsync): unless about to be
     /// acked, they must survive the crash.
     leased: BTreeSet<String>,
+    /// When the child was started, answered READY, and was killed (sent,
+    /// reaped): wall-clock ms.
+    spawned: u64,
+    started: u64,
+    killed: (u64, u64),
+}
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as u64
+}
+
+/// One round as history lines: the child's calls span the round.
+fn record_round(history: &mut History, acked: &Acknowledged) {
+    let queue = "crash";
+    history.push(Op::Restart(Span {
+        invoke: acked.spawned,
+        complete: acked.started,
+    }));
+    let (invoke, complete) = (acked.spawned, acked.killed.0);
+    for (id, seq) in &acked.enqueued {
+        history.push(Op::Enqueue(Enqueue {
+            invoke,
+            complete,
+            queue: queue.into(),
+            id: id.clone(),
+            outcome: Outcome::Ok,
+            seq: Some(*seq),
+            ..Enqueue::default()
+        }));
+    }
+    let ends = acked.gone.iter().map(|id| (id, Outcome::Ok));
+    let maybe = acked
+        .maybe_gone
+        .iter()
+        .filter(|id| !acked.gone.contains(*id));
+    for (id, outcome) in ends.chain(maybe.map(|id| (id, Outcome::Unknown))) {
+        history.push(Op::Cancel(MessageCall {
+            invoke,
+            complete,
+            queue: queue.into(),
+            id: id.clone(),
+            outcome,
+        }));
+    }
+    history.push(Op::Crash(Crash {
+        invoke: acked.killed.0,
+        complete: acked.killed.1,
+        ends_leases: true,
+        maybe: false,
+    }));
 }
 
 /// Runs one child until a random moment, SIGKILLs it, returns its report.
@@ -54,6 +120,10 @@ fn run_child(
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn child");
+    let mut acked = Acknowledged {
+        spawned: wall_ms(),
+        ..Acknowledged::default()
+    };
     let stdout = child.stdout.take().expect("child stdout");
     let (tx, rx) = mpsc::channel::<String>();
     let reader = std::thread::spawn(move || {
@@ -67,13 +137,15 @@ fn run_child(
         .recv_timeout(Duration::from_secs(20))
         .expect("child READY");
     assert_eq!(ready, "READY");
+    acked.started = wall_ms();
     // The kill is at a moment of real time: the point of the test is to
     // catch the child's real threads wherever they are.
     std::thread::sleep(kill_after);
+    let killed = wall_ms();
     child.kill().expect("SIGKILL child");
     child.wait().expect("reap child");
+    acked.killed = (killed, wall_ms());
     reader.join().expect("reader thread");
-    let mut acked = Acknowledged::default();
     for line in rx.try_iter() {
         let parts: Vec<&str> = line.split(' ').collect();
         match parts.as_slice() {
@@ -105,13 +177,14 @@ async fn check_store(
     (all_seqs, max_seq_before): (&mut HashSet<u64>, u64),
     fired: &mut Fired,
     held: &mut usize,
+    history: &mut History,
 ) -> u64 {
     // A clock at 0: no schedule is due, so none fires while the store is
     // inspected (what is stored is what the killed child left).
     let mut config = LocalConfig::new(dir);
     config.clock = std::sync::Arc::new(ManualClock::new(0));
     let broker = LocalBroker::open(config).await.expect("reopen");
-    check_schedules(&broker, fired).await;
+    check_schedules(&broker, fired, history).await;
     check_flow(&broker).await;
     let queue = QueueName::new("crash").unwrap();
     let mut max_seq = max_seq_before;
@@ -122,9 +195,22 @@ async fn check_store(
         );
         assert!(all_seqs.insert(*seq), "seq {seq} handed out twice");
         max_seq = max_seq.max(*seq);
+        let read_at = wall_ms();
         let got = broker
             .get(&queue, &MessageId::new(id.as_str()).unwrap())
             .await;
+        history.push(Op::Observe(Observe {
+            invoke: read_at,
+            complete: wall_ms(),
+            queue: "crash".into(),
+            id: id.clone(),
+            state: match &got {
+                Ok(m) if m.state == MessageState::Dead => Observed::Dead,
+                Ok(_) => Observed::Live,
+                Err(_) => Observed::Absent,
+            },
+            seq: got.as_ref().ok().map(|m| m.seq),
+        }));
         if acked.gone.contains(id) {
             assert!(
                 matches!(got, Err(BrokerError::MessageNotFound { .. })),
@@ -220,7 +306,7 @@ type Fired = BTreeMap<(String, u64), u64>;
 /// and the record are one atomic write), none after it does, and no fire
 /// time's message was ever enqueued again (same seq in every round; nothing
 /// consumes these messages).
-async fn check_schedules(broker: &LocalBroker, fired: &mut Fired) {
+async fn check_schedules(broker: &LocalBroker, fired: &mut Fired, history: &mut History) {
     let queue = QueueName::new("crash-sched").unwrap();
     let schedules = match broker.list_schedules(&queue).await {
         Ok(schedules) => schedules,
@@ -237,6 +323,15 @@ async fn check_schedules(broker: &LocalBroker, fired: &mut Fired) {
         let (schedule, t) = m.id.as_str().split_once(':').expect("<schedule>:<t>");
         let t: u64 = t.parse().expect("fire time");
         assert_eq!(m.deliver_at, t, "{}", m.id);
+        let now = wall_ms();
+        history.push(Op::Fire(Fire {
+            invoke: now,
+            complete: now,
+            queue: "crash-sched".into(),
+            schedule: schedule.into(),
+            fire_at: t,
+            seq: m.seq,
+        }));
         let times = messages.entry(schedule.to_string()).or_default();
         assert!(times.insert(t, m.seq).is_none(), "{} listed twice", m.id);
     }
@@ -282,6 +377,7 @@ async fn acknowledged_operations_survive_sigkill() {
     let mut max_seq = 0;
     let mut total_ops = 0;
     let mut fired = Fired::new();
+    let mut history = History::new();
     // Messages leased and held without an ack when the child was killed.
     let mut held = 0;
     let schedule_start = std::time::SystemTime::now()
@@ -293,6 +389,7 @@ async fn acknowledged_operations_survive_sigkill() {
         let t0 = Instant::now();
         let prefix = format!("r{round}");
         let acked = run_child(dir.path(), &prefix, schedule_start, kill_after);
+        record_round(&mut history, &acked);
         let t1 = Instant::now();
         total_ops += acked.enqueued.len() + acked.gone.len();
         max_seq = check_store(
@@ -301,6 +398,7 @@ async fn acknowledged_operations_survive_sigkill() {
             (&mut all_seqs, max_seq),
             &mut fired,
             &mut held,
+            &mut history,
         )
         .await;
         eprintln!(
@@ -309,6 +407,13 @@ async fn acknowledged_operations_survive_sigkill() {
             t1.elapsed()
         );
     }
+    history.push(Op::Stop(Stop {
+        at: wall_ms(),
+        drained: false,
+    }));
+    let report = delayd_history::check(&history);
+    assert!(report.ok(), "the history checker: {report}");
+    eprintln!("history checker: {report}");
     assert!(
         total_ops > ROUNDS,
         "the child did too little work to test anything: {total_ops}"

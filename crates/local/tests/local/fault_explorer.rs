@@ -19,6 +19,16 @@
 //! scripts/explore.sh runs it for hours (`DELAYD_EXPLORER_SECONDS` stops a
 //! long run after that many seconds; unset, as in CI, there is no time
 //! budget).
+//!
+//! Every seed also records its history (`fault_explorer/record.rs`: each
+//! call with the injected clock's times and its outcome, the in-process
+//! reopens after failed writes, the crash, the reads after the reopen) and
+//! runs the one history checker (crates/history) on it: no acknowledged
+//! enqueue lost, nothing early, every redelivery explained, attempts and
+//! deferrals counted, no ack accepted after its lease ended, each fire time
+//! once, and flow control on two flow queues (`fault_explorer/flow.rs`:
+//! ordered keys with a rate and a concurrency, keys with key_concurrency
+//! and a key rate) that run beside the explorer's own calls on odd seeds.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -31,6 +41,7 @@ use delayd_core::{
     ManualClock, MessageId, MessageState, MessageTemplate, Overlap, QueueConfigPatch, QueueName,
     Recurrence, RetryPolicy, Schedule, ScheduleDefinition, ScheduleId,
 };
+use delayd_history::{check_with, CheckConfig, History, Observe, Observed, Op, Span, Stop};
 use delayd_local::{FaultPlan, LocalBroker, LocalConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -62,6 +73,13 @@ struct Explorer {
     /// Every seq an acknowledged call handed out, with its message id.
     seqs: HashMap<u64, MessageId>,
     log: Vec<String>,
+    /// What the history checker reads (record.rs).
+    history: History,
+    /// The first call answered `Unavailable` since the last write that
+    /// succeeded: the engine may be reopened in between (record.rs).
+    reopen_from: Option<u64>,
+    /// The flow queues' workload, off in the pinned seeds' replays.
+    lanes: Option<flow::Lanes>,
 }
 
 fn queue() -> QueueName {
@@ -235,14 +253,25 @@ impl Explorer {
     }
 }
 
+#[path = "fault_explorer/flow.rs"]
+mod flow;
 #[path = "fault_explorer/ops.rs"]
 mod ops;
+#[path = "fault_explorer/record.rs"]
+mod record;
 
 /// Which fault classes fired in a case: commit, fsync, read.
 type Fired = [bool; 3];
 
-/// Runs one seed: calls under faults, crash, check, reopen, compare.
+/// Runs one seed as it ran before the flow workload existed (the pinned
+/// seeds replay the interleaving they found).
 async fn run_case(seed: u64) -> Fired {
+    run_case_with(seed, false).await
+}
+
+/// Runs one seed: calls under faults (and, with `flow`, the flow queues'
+/// calls between them), crash, check, reopen, compare, check the history.
+async fn run_case_with(seed: u64, flow: bool) -> Fired {
     println!("fault explorer: seed {seed}");
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
@@ -264,6 +293,9 @@ async fn run_case(seed: u64) -> Fired {
         leases: HashMap::new(),
         seqs: HashMap::new(),
         log: vec![format!("{faults:?}")],
+        history: History::new(),
+        reopen_from: None,
+        lanes: flow.then(|| flow::Lanes::new(seed)),
     };
     let patch = QueueConfigPatch {
         lease_ms: Some(LEASE_MS),
@@ -275,11 +307,21 @@ async fn run_case(seed: u64) -> Fired {
         }),
         ..QueueConfigPatch::default()
     };
-    if unavailable(&ex.broker.put_queue(&queue(), patch).await) {
+    let invoke = ex.now();
+    let r = ex.broker.put_queue(&queue(), patch).await;
+    let at = ex.span(invoke);
+    ops::record_config(&mut ex, at, &r, 3);
+    if unavailable(&r) {
         ex.log.push("put_queue failed".into());
+    }
+    if ex.lanes.is_some() {
+        flow::setup(&mut ex).await;
     }
     for _ in 0..steps {
         ops::step(&mut ex).await;
+        if ex.lanes.is_some() {
+            flow::step(&mut ex).await;
+        }
     }
     let failed = ex
         .log
@@ -301,11 +343,49 @@ async fn run_case(seed: u64) -> Fired {
         known,
         seqs,
         log,
+        mut history,
+        reopen_from,
         ..
     } = ex;
+    let now = delayd_core::Clock::now_ms(&clock);
     drop(broker);
-    verify(seed, &data, &clock, &known, &seqs, &log).await;
+    history.push(Op::Crash(delayd_history::Crash {
+        invoke: reopen_from.unwrap_or(now),
+        complete: now,
+        ends_leases: true,
+        maybe: false,
+    }));
+    verify(seed, &data, &clock, &known, &seqs, &log, &mut history).await;
+    check_history(seed, history, &log);
     fired
+}
+
+/// The one history checker on the seed's history; the clock is injected,
+/// so no slack.
+fn check_history(seed: u64, mut history: History, log: &[String]) {
+    let now = history
+        .ops
+        .iter()
+        .map(|op| op.span().complete)
+        .max()
+        .unwrap_or(START);
+    history.push(Op::Stop(Stop {
+        at: now,
+        drained: false,
+    }));
+    let cfg = CheckConfig {
+        slack_ms: 0,
+        ..CheckConfig::default()
+    };
+    let report = check_with(&history, &cfg);
+    if !report.ok() {
+        let mut lines = Vec::new();
+        history.write(&mut lines).expect("history to memory");
+        panic!(
+            "seed {seed}: the history checker: {report}\nhistory:\n{}\ncalls: {log:#?}",
+            String::from_utf8_lossy(&lines)
+        );
+    }
 }
 
 async fn verify(
@@ -315,13 +395,21 @@ async fn verify(
     known: &[Known],
     seqs: &HashMap<u64, MessageId>,
     log: &[String],
+    history: &mut History,
 ) {
     let context = || format!("seed {seed}; calls: {log:#?}");
     let broker = open(config(data, clock, FaultPlan::default())).await;
+    let now = delayd_core::Clock::now_ms(clock);
+    history.push(Op::Restart(Span {
+        invoke: now,
+        complete: now,
+    }));
+    observe_flow_queues(&broker, now, history).await;
     let q = queue();
     let mut present_seqs = HashSet::new();
     for (i, k) in known.iter().enumerate() {
         let got = broker.get(&q, &id(i)).await;
+        history.push(observed(&q, &id(i), now, &got));
         match (k, &got) {
             (Known::Present { not_before }, Ok(m)) if m.state == MessageState::Scheduled => {
                 assert!(
@@ -386,6 +474,42 @@ async fn verify(
     );
 }
 
+/// A read after the reopen, as a history line.
+fn observed(
+    q: &QueueName,
+    id: &MessageId,
+    now: u64,
+    got: &BrokerResult<delayd_core::Message>,
+) -> Op {
+    let (state, seq) = match got {
+        Ok(m) if m.state == MessageState::Dead => (Observed::Dead, Some(m.seq)),
+        Ok(m) => (Observed::Live, Some(m.seq)),
+        Err(BrokerError::MessageNotFound { .. } | BrokerError::QueueNotFound(_)) => {
+            (Observed::Absent, None)
+        }
+        Err(e) => panic!("read {q}/{id} after the reopen: {e}"),
+    };
+    Op::Observe(Observe {
+        invoke: now,
+        complete: now,
+        queue: q.as_str().into(),
+        id: id.as_str().into(),
+        state,
+        seq,
+    })
+}
+
+/// Reads every id of the flow queues after the reopen (only the history
+/// checker judges them).
+async fn observe_flow_queues(broker: &LocalBroker, now: u64, history: &mut History) {
+    for (q, _) in flow::queues() {
+        for i in 0..flow::IDS {
+            let got = broker.get(&q, &flow::id(i)).await;
+            history.push(observed(&q, &flow::id(i), now, &got));
+        }
+    }
+}
+
 /// The queue's stats agree with its lists by state. The driver may fire
 /// a schedule or move a due message between the reads, so the reads are
 /// repeated until the stats did not change around the lists.
@@ -427,7 +551,10 @@ fn env_u64(name: &str) -> Option<u64> {
 /// Runs `seed` as its own task, so that a failure names its seed and how
 /// to replay it (the panic's own message is printed above it).
 async fn run_seed(seed: u64) -> Fired {
-    match tokio::spawn(run_case(seed)).await {
+    // The flow queues' calls share the fault countdowns and their lease
+    // reads take the read faults the explorer's own reads would have
+    // met; on odd seeds only, so the even ones keep exercising those.
+    match tokio::spawn(run_case_with(seed, seed % 2 == 1)).await {
         Ok(fired) => fired,
         Err(e) => panic!(
             "fault explorer: seed {seed} failed ({e}); replay it with \
@@ -505,7 +632,16 @@ async fn the_verifier_reports_a_lost_message() {
     known[0] = Known::Present { not_before: START };
     // Never enqueued, yet the record says it was acknowledged.
     drop(broker);
-    verify(0, &data, &clock, &known, &HashMap::new(), &[]).await;
+    verify(
+        0,
+        &data,
+        &clock,
+        &known,
+        &HashMap::new(),
+        &[],
+        &mut History::new(),
+    )
+    .await;
 }
 
 /// Schedules and queues used by ops.rs.

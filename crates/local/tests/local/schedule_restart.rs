@@ -134,7 +134,10 @@ async fn schedules_and_cursors_survive_a_restart() {
     wait_for(&broker, &sid("b"), |r| r.fires == 2).await;
     let once = broker.get_schedule(&q, &sid("once")).await.expect("get");
     assert_eq!((once.fires, once.next_fire_at), (1, None));
-    assert_eq!(fired(&broker, &sid("paused"), &minutes(1, 2)).await, []);
+    assert_eq!(
+        fired(&broker, &sid("paused"), &minutes(1, 2)).await,
+        Vec::<u64>::new()
+    );
     close(broker).await;
 
     // `delayd check` reads and decodes the schedule records too.
@@ -254,7 +257,10 @@ async fn catchup_latest_outside_the_window_fires_nothing() {
     let broker = open(dir.path(), &clock, 0).await;
     let record = wait_for(&broker, &id, |r| r.next_fire_at == Some(T0 + 12 * MINUTE)).await;
     assert_eq!((record.fires, record.last_fire_at), (0, None));
-    assert_eq!(fired(&broker, &id, &minutes(0, 11)).await, []);
+    assert_eq!(
+        fired(&broker, &id, &minutes(0, 11)).await,
+        Vec::<u64>::new()
+    );
     // The next fire, 20 s out, is written ahead (not yet a fire).
     let record = wait_for(&broker, &id, |r| r.ahead.is_some()).await;
     assert_eq!(record.ahead, Some(T0 + 12 * MINUTE));
@@ -289,7 +295,7 @@ async fn a_refused_fire_waits_and_catches_up_when_writes_resume() {
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let record = broker.get_schedule(&queue(), &id).await.expect("get");
     assert_eq!((record.fires, record.next_fire_at), (0, Some(T0 + MINUTE)));
-    assert_eq!(fired(&broker, &id, &minutes(1, 3)).await, []);
+    assert_eq!(fired(&broker, &id, &minutes(1, 3)).await, Vec::<u64>::new());
     close(broker).await;
 
     clock.set(T0 + 3 * MINUTE);

@@ -28,6 +28,8 @@ pub enum Reply {
     With(u16, Vec<(&'static str, String)>),
     /// Waits, then answers the status.
     After(Duration, u16),
+    /// The status with this body.
+    Body(u16, String),
     /// Never answers.
     Hang,
 }
@@ -152,6 +154,7 @@ async fn handle(
             tokio::time::sleep(wait).await;
             status(code).into_response()
         }
+        Reply::Body(code, body) => (status(code), body).into_response(),
         Reply::Hang => std::future::pending().await,
     };
     state.in_flight.fetch_sub(1, Ordering::SeqCst);

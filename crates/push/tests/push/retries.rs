@@ -110,3 +110,28 @@ async fn redirects_are_failures_and_not_followed() {
     assert_eq!((second.path.as_str(), second.attempt()), ("/hook", 2));
     h.stop().await;
 }
+
+/// A failed push is recorded as the message's `last_error`: the status and
+/// the first 256 bytes of the answer's body (api.md, Message history).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_push_is_the_last_error() {
+    let body = format!("template missing: {}", "x".repeat(400));
+    let answer = body.clone();
+    let receiver = Receiver::start(move |_, _| Reply::Body(500, answer.clone())).await;
+    let h = Harness::start(policy(&["127.0.0.1/32"])).await;
+    h.push_queue(
+        "jobs",
+        push(receiver.url(), 2_000, 4, None),
+        10,
+        retry(60_000, 2.0),
+    )
+    .await;
+    h.enqueue("jobs", "j", Schedule::Now, b"x", &[]).await;
+    let want = format!("HTTP 500: {}", &body[..256]);
+    eventually(5_000, "the failure recorded", || async {
+        let m = h.broker.get(&q("jobs"), &id("j")).await.unwrap();
+        m.last_error.as_deref() == Some(want.as_str())
+    })
+    .await;
+    h.stop().await;
+}

@@ -82,3 +82,58 @@ async fn a_record_without_flow_fields_reads_as_no_key() {
         "{stats:?}"
     );
 }
+
+/// A record written before `last_error` (19 fields, ending at the
+/// deferrals) reads with none, and takes one from a nack like a new one.
+#[tokio::test]
+async fn a_record_without_last_error_reads_as_none() {
+    let server = shared_single();
+    let prefix = unique_prefix();
+    let node = broker(vec![server.url()], 1, &prefix).await;
+    let q = QueueName::new("old").expect("queue");
+    node.put_queue(&q, QueueConfigPatch::default())
+        .await
+        .expect("put_queue");
+    let tag = format!("{{{prefix}:old#0}}");
+    // seq 7, pending, deliver_at 1000, priority 1024, payload "hi", no
+    // headers, attempts 1 (a failed delivery before), counters 0, no key,
+    // 0 deferrals: all 19 fields of the layout before `last_error`.
+    let script = "redis.call('HSET', KEYS[1], 'm1', cmsgpack.pack({7, 'S', 1000, 0, 1024, 'hi', '', 1, '', '', '', '', '', 0, 1, 0, 0, '', 0})) \
+                  redis.call('ZADD', KEYS[2], 1024, struct.pack('>I8I8', 1000, 7) .. 'm1') return 1";
+    let msg = format!("{tag}:msg");
+    let ready = format!("{tag}:ready");
+    let out = server.cli(&["EVAL", script, "2", &msg, &ready]);
+    assert_eq!(out.trim(), "1", "golden record written: {out}");
+
+    let id = MessageId::new("m1").expect("id");
+    let m = node.get(&q, &id).await.expect("get");
+    assert_eq!(
+        (m.attempts, m.last_error.clone(), m.state),
+        (1, None, MessageState::Ready),
+        "{m:?}"
+    );
+    let lease = LeaseRequest {
+        max: 1,
+        wait_ms: 0,
+        lease_ms: None,
+    };
+    let got = node
+        .lease(std::slice::from_ref(&q), lease)
+        .await
+        .expect("lease");
+    assert_eq!(got.len(), 1, "{got:?}");
+    let nack = Nack {
+        delay_ms: Some(60_000),
+        error: Some("smtp 451".into()),
+        ..Nack::default()
+    };
+    node.nack(&q, &id, &got[0].lease_id, nack)
+        .await
+        .expect("nack");
+    let m = node.get(&q, &id).await.expect("get");
+    assert_eq!(
+        (m.attempts, m.last_error.as_deref()),
+        (2, Some("smtp 451")),
+        "{m:?}"
+    );
+}

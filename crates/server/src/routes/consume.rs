@@ -162,7 +162,7 @@ pub async fn ack_many(
         ("id" = String, Path, description = "Message id")),
     request_body = NackBody,
     responses((status = 204, description = "Scheduled again, or dead when out of attempts; with `defer: true` (queues with `flow` only) deferred: the attempt is given back and the key cools down"),
-        (status = 400, body = ErrorBody, description = "`defer: true` on a queue without `flow`"),
+        (status = 400, body = ErrorBody, description = "`defer: true` on a queue without `flow`; an `error` over 1024 bytes"),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn nack(
     State(state): State<AppState>,
@@ -177,6 +177,7 @@ pub async fn nack(
     let nack = Nack {
         delay_ms: body.delay_ms,
         defer: body.defer,
+        error: body.error,
         ..Nack::default()
     };
     state

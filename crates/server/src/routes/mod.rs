@@ -13,6 +13,7 @@ mod messages;
 mod ops;
 mod queues;
 mod schedules;
+mod whoami;
 
 #[cfg(test)]
 mod body_fuzz_tests;
@@ -60,7 +61,6 @@ impl Verb {
     }
 
     /// The method as an HTTP request carries it.
-    #[cfg(test)]
     pub fn method(self) -> axum::http::Method {
         use axum::http::Method;
         match self {
@@ -116,6 +116,7 @@ pub fn api_routes() -> Vec<ApiRoute> {
     const MESSAGE: &str = "/v1/queues/{queue}/messages/{id}";
     const SCHEDULE: &str = "/v1/queues/{queue}/schedules/{id}";
     vec![
+        ApiRoute::new(Get, "/v1/whoami", whoami::whoami),
         ApiRoute::new(Get, "/v1/queues", queues::list_queues),
         ApiRoute::new(Put, QUEUE, queues::put_queue),
         ApiRoute::new(Get, QUEUE, queues::get_queue),
@@ -198,6 +199,7 @@ pub fn router() -> Router<AppState> {
         schedules::delete_schedule, schedules::pause_schedule, schedules::resume_schedule,
         schedules::trigger_schedule, schedules::preview,
         ops::healthz, ops::readyz, ops::metrics, ops::openapi,
+        whoami::whoami,
     ),
     components(schemas(
         ErrorBody, ErrorDetail,
@@ -213,7 +215,7 @@ pub fn router() -> Router<AppState> {
         delayd_api::Histogram, dashboard::StateParam,
         wire::SchedulePutBody, wire::ScheduleMessageBody, wire::CatchupMode, wire::OverlapMode,
         wire::Schedule, wire::ScheduleMessage, wire::ScheduleList, wire::PreviewBody,
-        wire::Preview,
+        wire::Preview, wire::Whoami,
     )),
     modifiers(&BearerAuth, &ContractRules),
     security(("bearer" = [])),
@@ -252,21 +254,29 @@ impl utoipa::Modify for ContractRules {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         for (path, item) in openapi.paths.paths.iter_mut() {
             let operations = [
-                (false, &mut item.get),
-                (false, &mut item.put),
-                (true, &mut item.post),
-                (false, &mut item.delete),
-                (false, &mut item.patch),
+                (Verb::Get, &mut item.get),
+                (Verb::Put, &mut item.put),
+                (Verb::Post, &mut item.post),
+                (Verb::Delete, &mut item.delete),
+                (Verb::Patch, &mut item.patch),
             ];
-            for (post, operation) in operations {
+            for (verb, operation) in operations {
                 let Some(operation) = operation else {
                     continue;
                 };
+                let post = verb == Verb::Post;
                 if !crate::auth::needs_auth(path) {
                     operation.security = Some(Vec::new());
                     continue;
                 }
-                add_error(operation, "401", "No or a wrong bearer token (`--token`)");
+                add_error(
+                    operation,
+                    "401",
+                    "No bearer token, or one that is neither a `--token` nor in `--token-file` (`unauthorized`)",
+                );
+                if let Some(forbidden) = forbidden_answer(verb, path) {
+                    add_error(operation, "403", &forbidden);
+                }
                 if !path.starts_with("/v1/") {
                     continue;
                 }
@@ -310,6 +320,23 @@ impl utoipa::Modify for ContractRules {
             }
         }
     }
+}
+
+/// The 403 a scoped token gets on `verb path`, naming the scope it needs
+/// (from the one table, `access::ROUTE_NEEDS`).
+fn forbidden_answer(verb: Verb, path: &str) -> Option<String> {
+    use crate::access::Need;
+    let method = verb.method();
+    let need = crate::access::route_need(&method, path)?;
+    let scope = match need {
+        Need::Open | Need::Token => return None,
+        Need::Queue(v) => format!("`{}:GLOB` whose glob matches the queue", v.name()),
+        Need::AnyQueue(v) => format!("a `{}:GLOB` scope (any glob)", v.name()),
+        Need::EveryQueue(v) => format!("`{}:*`", v.name()),
+    };
+    Some(format!(
+        "A scoped token (`--token-file`) without {scope} (`forbidden`)"
+    ))
 }
 
 /// Adds an error answer with api.md's error body, unless the route's own

@@ -1,15 +1,19 @@
 //! Queue endpoints: create/update (merge), list, get, delete, pause, resume.
 
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::Json;
+use axum::{Extension, Json};
 use delayd_core::Upsert;
 
 use delayd_api::{Queue, QueueList, QueuePutBody};
 
+use crate::access::ScopeVerb;
 use crate::convert::{self, queue_patch};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{QueuePath, StrictJson};
+use crate::keyring::Principal;
 use crate::state::AppState;
 
 #[utoipa::path(put, path = "/v1/queues/{queue}", tag = "queues",
@@ -33,11 +37,24 @@ pub async fn put_queue(
 }
 
 #[utoipa::path(get, path = "/v1/queues", tag = "queues",
-    responses((status = 200, body = QueueList)))]
-pub async fn list_queues(State(state): State<AppState>) -> ApiResult<Json<QueueList>> {
+    responses((status = 200, body = QueueList,
+        description = "The queues the token may `read` (all of them without scoped tokens)")))]
+pub async fn list_queues(
+    State(state): State<AppState>,
+    principal: Option<Extension<Arc<Principal>>>,
+) -> ApiResult<Json<QueueList>> {
+    let readable = |name: &str| {
+        principal
+            .as_ref()
+            .is_none_or(|Extension(p)| p.grant.allows(ScopeVerb::Read, name))
+    };
     let queues = state.broker.list_queues().await?;
     Ok(Json(QueueList {
-        queues: queues.into_iter().map(convert::queue).collect(),
+        queues: queues
+            .into_iter()
+            .filter(|info| readable(info.name.as_str()))
+            .map(convert::queue)
+            .collect(),
     }))
 }
 

@@ -17,5 +17,6 @@ mod https;
 mod oversized_content_length;
 mod panic_counted_in_metrics;
 mod schedules_api;
+mod scoped_tokens;
 mod shutdown;
 mod slow_body_flood;

@@ -321,3 +321,64 @@ pub async fn pipeline_runs_in_order_and_stops_after_short_lease(b: Arc<dyn Broke
     assert_eq!(ids, ["c", "d", "b"], "(priority, deliver_at, seq) order");
     s::assert_not_found(b.get(&q, &s::id("e")).await, "the call after the stop");
 }
+
+/// A nack's `error` is the message's `last_error` (api.md, Consuming); a
+/// nack without one leaves it as it was, a later one replaces it, and one
+/// longer than `MAX_ERROR_BYTES` is refused without changing anything.
+pub async fn nack_error_is_last_error(b: Arc<dyn Broker>) {
+    let q = s::queue("nack_error_is_last_error", "q");
+    s::make_queue(&b, &q, 10).await;
+    let out = put_now(&b, &q, "m").await;
+    assert_eq!(get(&b, &q, &out.id).await.last_error, None, "a new message");
+    let nack_now = |error: Option<String>| Nack {
+        delay_ms: Some(0),
+        error,
+        ..Nack::default()
+    };
+
+    let d = lease_one(&b, &q, None).await;
+    let too_long = "é".repeat(crate::MAX_ERROR_BYTES / 2) + "x";
+    match b
+        .nack(&q, &out.id, &d.lease_id, nack_now(Some(too_long)))
+        .await
+    {
+        Err(crate::BrokerError::InvalidArgument(text)) => {
+            assert!(text.contains("error"), "names the field: {text}")
+        }
+        other => panic!("an error of 1025 bytes: {other:?}"),
+    }
+    let m = get(&b, &q, &out.id).await;
+    assert_eq!(
+        (m.state, m.last_error),
+        (MessageState::Leased, None),
+        "a refused nack changes nothing"
+    );
+    let longest = "é".repeat(crate::MAX_ERROR_BYTES / 2);
+    s::must(
+        b.nack(&q, &out.id, &d.lease_id, nack_now(Some(longest.clone())))
+            .await,
+        "nack with an error of 1024 bytes",
+    );
+    assert_eq!(get(&b, &q, &out.id).await.last_error, Some(longest.clone()));
+
+    let d = lease_one(&b, &q, None).await;
+    s::must(
+        b.nack(&q, &out.id, &d.lease_id, nack_now(None)).await,
+        "nack without error",
+    );
+    let m = get(&b, &q, &out.id).await;
+    assert_eq!(
+        (m.attempts, m.last_error),
+        (2, Some(longest)),
+        "a nack without error keeps the last one"
+    );
+
+    let d = lease_one(&b, &q, None).await;
+    let text = "timeout calling billing: 504\nretry later".to_owned();
+    s::must(
+        b.nack(&q, &out.id, &d.lease_id, nack_now(Some(text.clone())))
+            .await,
+        "nack with another error",
+    );
+    assert_eq!(get(&b, &q, &out.id).await.last_error, Some(text));
+}

@@ -202,6 +202,7 @@ pub async fn counters_track_events(b: Arc<dyn Broker>) {
         priority: Some(3),
         may_die: false,
         defer: false,
+        error: None,
     };
     s::must(
         b.nack(&q, &out.id, &d.lease_id, keep).await,

@@ -1,5 +1,6 @@
 //! The explorer's random steps: one broker call each (or a clock move),
-//! recorded into the explorer's record of what was acknowledged.
+//! recorded into the explorer's record of what was acknowledged and into
+//! its history (record.rs).
 
 use std::collections::VecDeque;
 
@@ -9,7 +10,34 @@ use delayd_core::{
 };
 use rand::Rng;
 
+use super::record::{outcome, LeaseCallKind};
 use super::{definition, id, queue, sid, unavailable, Explorer, Known, IDS};
+
+/// The explore queue's config after a `put_queue` (`max_attempts` is all
+/// the explorer changes), as a history line.
+pub(super) fn record_config<T>(
+    ex: &mut Explorer,
+    at: delayd_history::Span,
+    r: &delayd_core::BrokerResult<T>,
+    max_attempts: u32,
+) {
+    ex.answered(at, outcome(r));
+    ex.history.push(delayd_history::Op::QueueConfig(
+        delayd_history::QueueConfig {
+            invoke: at.invoke,
+            complete: at.complete,
+            queue: queue().as_str().into(),
+            outcome: outcome(r),
+            max_attempts: Some(max_attempts),
+            retry: Some(delayd_history::Retry {
+                initial_ms: 100,
+                max_ms: 100,
+                multiplier: 1.0,
+            }),
+            flow: None,
+        },
+    ));
+}
 
 pub(super) async fn step(ex: &mut Explorer) {
     let roll = ex.rng.random_range(0..100);
@@ -40,12 +68,20 @@ async fn enqueue(ex: &mut Explorer, n: usize) {
     let mut ids: Vec<usize> = (0..n).map(|_| ex.rng.random_range(0..IDS)).collect();
     ids.sort_unstable();
     ids.dedup();
-    let requests: Vec<_> = ids.iter().map(|i| ex.request(*i).0).collect();
+    let (requests, due): (Vec<_>, Vec<_>) = ids.iter().map(|i| ex.request(*i)).unzip();
+    let invoke = ex.now();
     let r = ex
         .broker
         .enqueue(&queue(), requests, EnqueueOptions::default())
         .await;
+    let at = ex.span(invoke);
     ex.log.push(format!("enqueue {ids:?}: {}", brief(&r)));
+    let items: Vec<_> = ids
+        .iter()
+        .zip(due)
+        .map(|(i, d)| (id(*i), d, None))
+        .collect();
+    ex.rec_enqueue(&queue(), at, &items, &r);
     ex.record_enqueued(&ids, &r);
 }
 
@@ -55,7 +91,10 @@ async fn lease(ex: &mut Explorer) {
         wait_ms: 0,
         lease_ms: None,
     };
+    let invoke = ex.now();
     let r = ex.broker.lease(&[queue()], request).await;
+    let at = ex.span(invoke);
+    ex.rec_leased(&queue(), at, &r);
     let got = r.as_ref().map(|v| {
         v.iter()
             .map(|d| d.id.as_str().to_string())
@@ -67,7 +106,10 @@ async fn lease(ex: &mut Explorer) {
 
 async fn ack(ex: &mut Explorer) {
     let Some((i, lease)) = ex.held() else { return };
+    let invoke = ex.now();
     let r = ex.broker.ack(&queue(), &id(i), &lease).await;
+    let at = ex.span(invoke);
+    ex.rec_lease_call(LeaseCallKind::Ack, &queue(), (&id(i), &lease), at, &r);
     ex.log.push(format!("ack m{i}: {}", brief(&r)));
     ex.leases.remove(&i);
     ex.record_removed(i, &r);
@@ -83,7 +125,16 @@ async fn ack_many(ex: &mut Explorer) {
         }
     }
     let calls = acks.iter().map(|(i, l)| (id(*i), l.clone())).collect();
+    let invoke = ex.now();
     let r = ex.broker.ack_many(&queue(), calls).await;
+    let at = ex.span(invoke);
+    for (n, (i, lease)) in acks.iter().enumerate() {
+        let one = match &r {
+            Ok(each) => each.get(n).cloned().unwrap_or(Ok(())),
+            Err(e) => Err(e.clone()),
+        };
+        ex.rec_lease_call(LeaseCallKind::Ack, &queue(), (&id(*i), lease), at, &one);
+    }
     ex.log.push(format!(
         "ack_many {:?}: {}",
         acks.iter().map(|a| a.0).collect::<Vec<_>>(),
@@ -109,7 +160,14 @@ async fn nack(ex: &mut Explorer) {
         delay_ms: delay,
         ..Nack::default()
     };
+    let invoke = ex.now();
     let r = ex.broker.nack(&queue(), &id(i), &lease, nack).await;
+    let at = ex.span(invoke);
+    let kind = LeaseCallKind::Nack {
+        defer: false,
+        delay_ms: delay,
+    };
+    ex.rec_lease_call(kind, &queue(), (&id(i), &lease), at, &r);
     ex.log.push(format!("nack m{i} {delay:?}: {}", brief(&r)));
     ex.leases.remove(&i);
     let not_before = ex.now() + delay.unwrap_or(0);
@@ -118,17 +176,30 @@ async fn nack(ex: &mut Explorer) {
 
 async fn extend(ex: &mut Explorer) {
     let Some((i, lease)) = ex.held() else { return };
+    let invoke = ex.now();
     let r = ex
         .broker
         .extend(&queue(), &id(i), &lease, Some(30_000))
         .await;
+    let at = ex.span(invoke);
+    let lease_until = r.as_ref().ok().copied();
+    ex.rec_lease_call(
+        LeaseCallKind::Extend { lease_until },
+        &queue(),
+        (&id(i), &lease),
+        at,
+        &r,
+    );
     ex.log.push(format!("extend m{i}: {}", brief(&r)));
     ex.record_kept(i, &r, 0);
 }
 
 async fn bury(ex: &mut Explorer) {
     let Some((i, lease)) = ex.held() else { return };
+    let invoke = ex.now();
     let r = ex.broker.bury(&queue(), &id(i), &lease, None).await;
+    let at = ex.span(invoke);
+    ex.rec_lease_call(LeaseCallKind::Bury, &queue(), (&id(i), &lease), at, &r);
     ex.log.push(format!("bury m{i}: {}", brief(&r)));
     ex.leases.remove(&i);
     ex.record_kept(i, &r, 0);
@@ -136,7 +207,10 @@ async fn bury(ex: &mut Explorer) {
 
 async fn cancel(ex: &mut Explorer) {
     let i = ex.rng.random_range(0..IDS);
+    let invoke = ex.now();
     let r = ex.broker.cancel(&queue(), &id(i)).await;
+    let at = ex.span(invoke);
+    ex.rec_cancel(&queue(), &id(i), at, &r);
     ex.log.push(format!("cancel m{i}: {}", brief(&r)));
     ex.record_removed(i, &r);
 }
@@ -148,7 +222,10 @@ async fn reschedule(ex: &mut Explorer) {
         schedule: Some(Schedule::Delay(delay)),
         priority: None,
     };
+    let invoke = ex.now();
     let r = ex.broker.reschedule(&queue(), &id(i), change).await;
+    let at = ex.span(invoke);
+    ex.rec_reschedule(&queue(), &id(i), invoke + delay, at, &r);
     ex.log
         .push(format!("reschedule m{i} +{delay}: {}", brief(&r)));
     let not_before = ex.now() + delay;
@@ -156,7 +233,10 @@ async fn reschedule(ex: &mut Explorer) {
 }
 
 async fn redrive(ex: &mut Explorer) {
+    let invoke = ex.now();
     let r = ex.broker.redrive(&queue(), Redrive::All).await;
+    let at = ex.span(invoke);
+    ex.rec_queue_call(&queue(), false, at, &r);
     ex.log.push(format!("redrive: {}", brief(&r)));
     if unavailable(&r) {
         ex.all_unknown();
@@ -172,9 +252,10 @@ async fn redrive(ex: &mut Explorer) {
 async fn pipeline(ex: &mut Explorer) {
     let q = queue();
     let i = ex.rng.random_range(0..IDS);
+    let (request, due) = ex.request(i);
     let mut calls = VecDeque::from([PipelinedCall::Enqueue {
         queue: q.clone(),
-        messages: vec![ex.request(i).0],
+        messages: vec![request],
         options: EnqueueOptions::default(),
     }]);
     let held = ex.held();
@@ -191,18 +272,27 @@ async fn pipeline(ex: &mut Explorer) {
         max: 1,
         lease_ms: None,
     });
+    let invoke = ex.now();
     let results = ex.broker.pipeline(&mut calls).await;
+    let at = ex.span(invoke);
     ex.log.push(format!(
         "pipeline enqueue m{i}, ack {:?}, lease: {results:?}",
         held.as_ref().map(|h| h.0)
     ));
     for result in &results {
         match result {
-            PipelinedResult::Enqueued(r) => ex.record_enqueued(&[i], r),
-            PipelinedResult::Leased(r) => ex.record_leased(r),
+            PipelinedResult::Enqueued(r) => {
+                ex.rec_enqueue(&q, at, &[(id(i), due, None)], r);
+                ex.record_enqueued(&[i], r)
+            }
+            PipelinedResult::Leased(r) => {
+                ex.rec_leased(&q, at, r);
+                ex.record_leased(r)
+            }
             PipelinedResult::Done(r) => {
-                let h = held.as_ref().map(|h| h.0).expect("an ack was sent");
-                ex.record_removed(h, r);
+                let (h, lease) = held.as_ref().expect("an ack was sent");
+                ex.rec_lease_call(LeaseCallKind::Ack, &q, (&id(*h), lease), at, r);
+                ex.record_removed(*h, r);
             }
             PipelinedResult::Extended(_) => {}
         }
@@ -232,7 +322,10 @@ async fn queue_call(ex: &mut Explorer) {
     let q = queue();
     match ex.rng.random_range(0..10) {
         0 => {
+            let invoke = ex.now();
             let r = ex.broker.delete_queue(&q).await;
+            let at = ex.span(invoke);
+            ex.rec_queue_call(&q, true, at, &r);
             ex.log.push(format!("delete_queue: {}", brief(&r)));
             match &r {
                 Ok(()) => {
@@ -244,11 +337,15 @@ async fn queue_call(ex: &mut Explorer) {
             }
         }
         1..=3 => {
+            let max_attempts = ex.rng.random_range(1..4);
             let patch = QueueConfigPatch {
-                max_attempts: Some(ex.rng.random_range(1..4)),
+                max_attempts: Some(max_attempts),
                 ..QueueConfigPatch::default()
             };
+            let invoke = ex.now();
             let r = ex.broker.put_queue(&q, patch).await;
+            let at = ex.span(invoke);
+            record_config(ex, at, &r, max_attempts);
             ex.log.push(format!("put_queue: {}", brief(&r)));
         }
         4..=6 => {
