@@ -34,8 +34,17 @@ failure that created the message anew), enqueues refused with 507 during
 the fill and resumed after it, acks answered during the fill. Exits 1 on
 any violation.
 
+Every call the clients make is also written to a history (`--history`,
+JSON lines in crates/history's format: client times around each call,
+each enqueue attempt, each message a lease call handed out, each ack of a
+batch; a call without an answer is `unknown`, a lease call without one
+`lease_failed`; each kill a `crash`, each restart to its readiness a
+`restart`; `stop` at the end, `drained` when the drain finished), and at
+the end `delayd check-history` verifies every promise on it; its
+violations fail the soak too.
+
 Usage: sudo python3 scripts/soak-faults.py --bin target/release/delayd \
-           [--seconds 600] [--kill-every 120]
+           [--seconds 600] [--kill-every 120] [--history FILE]
 Python 3.11, standard library only.
 """
 import argparse
@@ -100,6 +109,54 @@ class Client:
             except Exception:
                 pass
             self.conn = None
+
+
+class History:
+    """The history file: one JSON line per operation, written as it happens
+    (a long soak's history is not held in memory)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.file = open(path, "w", encoding="utf-8")
+        self.lock = threading.Lock()
+        self.ops = 0
+
+    def add(self, op, invoke, complete, **fields):
+        line = json.dumps({"op": op, "invoke": invoke, "complete": complete, **fields})
+        with self.lock:
+            self.file.write(line + "\n")
+            self.ops += 1
+
+    def stop(self, at, drained):
+        with self.lock:
+            self.file.write(json.dumps({"op": "stop", "at": at, "drained": drained}) + "\n")
+            self.ops += 1
+            self.file.close()
+
+
+def status_outcome(status):
+    """What an answer's status says the call did (no answer, a 5xx: unknown)."""
+    if status is None or (status >= 500 and status != 507):
+        return "unknown"
+    if 200 <= status < 300:
+        return "ok"
+    if status == 404:
+        return "not_found"
+    if status == 409:
+        return "lease_mismatch"
+    return "error"  # a 4xx, or 507: refused, nothing changed
+
+
+def ack_outcome(item):
+    """One item of a batch ack's answer."""
+    if item.get("acked") is True:
+        return "ok"
+    code = (item.get("error") or {}).get("code", "")
+    if code == "lease_mismatch":
+        return "lease_mismatch"
+    if code.endswith("not_found"):
+        return "not_found"
+    return "unknown"
 
 
 class Server:
@@ -182,7 +239,7 @@ class State:
         self.errors = []
 
 
-def producer(tid, port, st, stop, deadline_hard, rate_per_thread, rng):
+def producer(tid, port, st, hist, stop, deadline_hard, rate_per_thread, rng):
     cl = Client(port)
     n = 0
     interval = 1.0 / rate_per_thread
@@ -194,16 +251,25 @@ def producer(tid, port, st, stop, deadline_hard, rate_per_thread, rng):
         for _ in range(100000):
             if time.monotonic() > deadline_hard:
                 break
+            invoke = now_ms()
             try:
                 status, doc = cl.call("POST", f"/v1/queues/{QUEUE}/messages", body)
             except (OSError, http.client.HTTPException):
+                hist.add("enqueue", invoke, now_ms(), queue=QUEUE, id=mid, outcome="unknown")
                 with st.lock:
                     st.conn_errors += 1
                     st.ambiguous.add(mid)
                 ambiguous = True
                 time.sleep(0.1)
                 continue
-            if status in (200, 201):
+            answered = status in (200, 201)
+            line = {"queue": QUEUE, "id": mid, "outcome": status_outcome(status)}
+            if answered:
+                line.update(exists=status == 200, deliver_at=doc["deliver_at"])
+                if status == 201:
+                    line["seq"] = doc["seq"]
+            hist.add("enqueue", invoke, now_ms(), **line)
+            if answered:
                 with st.lock:
                     st.acked_enqueue[mid] = doc["deliver_at"]
                     if status == 201 and ambiguous:
@@ -232,21 +298,33 @@ def producer(tid, port, st, stop, deadline_hard, rate_per_thread, rng):
     cl.close()
 
 
-def consumer(port, st, stop_consumers, deadline_hard, hold_ms, rng):
+def consumer(port, st, hist, stop_consumers, deadline_hard, hold_ms, rng):
     cl = Client(port)
     while not stop_consumers.is_set() and time.monotonic() < deadline_hard:
         with st.lock:
             e0 = st.epoch
+        invoke = now_ms()
         try:
             status, doc = cl.call("POST", f"/v1/queues/{QUEUE}/leases",
                                   {"max": 100, "wait_ms": 1000, "lease_ms": LEASE_MS})
         except (OSError, http.client.HTTPException):
+            # It may have handed out messages nobody saw.
+            hist.add("lease_failed", invoke, now_ms(), queue=QUEUE)
             time.sleep(0.1)
             continue
+        complete = now_ms()
         if status != 200:
+            if status_outcome(status) == "unknown":
+                hist.add("lease_failed", invoke, complete, queue=QUEUE)
             time.sleep(0.1)
             continue
         msgs = doc["messages"]
+        for m in msgs:
+            # granted_at stays out: lease_until - lease_ms is the server's
+            # clock read for the call, not surely the grant's moment.
+            hist.add("lease", invoke, complete, queue=QUEUE, id=m["id"], seq=m["seq"],
+                     attempt=m["attempt"], lease_id=m["lease_id"], lease_until=m["lease_until"],
+                     deliver_at=m["deliver_at"], key=m.get("key"))
         if not msgs:
             continue
         recs = []
@@ -259,12 +337,21 @@ def consumer(port, st, stop_consumers, deadline_hard, hold_ms, rng):
             time.sleep(rng.uniform(0, hold_ms) / 1000)  # "work": keeps leases open across kills
         acks = [{"id": m["id"], "lease_id": m["lease_id"]} for m in msgs]
         results = None
+        status = None
+        invoke = now_ms()
         try:
             status, doc = cl.call("POST", f"/v1/queues/{QUEUE}/acks", {"acks": acks})
             if status == 200:
                 results = doc["results"]
         except (OSError, http.client.HTTPException):
             pass
+        complete = now_ms()
+        for i, m in enumerate(msgs):
+            outcome = ack_outcome(results[i]) if results is not None else status_outcome(status)
+            if results is None and outcome == "ok":
+                outcome = "unknown"  # a 2xx without the results it promises
+            hist.add("ack", invoke, complete, queue=QUEUE, id=m["id"], lease_id=m["lease_id"],
+                     outcome=outcome)
         with st.lock:
             crashed = st.epoch != e0
             in_fill = st.fill_start is not None and st.fill_end is None
@@ -317,6 +404,8 @@ def main():
     ap.add_argument("--hold-ms", type=int, default=500,
                     help="consumers wait a random 0..HOLD ms between lease and ack")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--history", default=None,
+                    help="write the history here (default: a temporary file, kept and named at the end)")
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else random.randrange(1 << 32)
     print(f"soak-faults: seed {seed}, {a.seconds} s, kill every {a.kill_every} s", flush=True)
@@ -327,6 +416,9 @@ def main():
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256M", "tmpfs", mnt], check=True)
     log_path = tempfile.mktemp(prefix="delayd-soak-faults-", suffix=".log")
     log = open(log_path, "wb")
+    # Not on the tmpfs: the fill must not cut the history short.
+    hist_path = a.history or tempfile.mktemp(prefix="delayd-soak-faults-", suffix=".history.jsonl")
+    hist = History(hist_path)
     server = None
     try:
         data = os.path.join(mnt, "data")
@@ -342,9 +434,9 @@ def main():
         threads = []
         for i in range(a.producers):
             threads.append(threading.Thread(target=producer, daemon=True, args=(
-                i, port, st, stop_prod, t0 + a.seconds + 30, a.rate / a.producers, random.Random(seed + i))))
+                i, port, st, hist, stop_prod, t0 + a.seconds + 30, a.rate / a.producers, random.Random(seed + i))))
         cons = [threading.Thread(target=consumer, daemon=True, args=(
-                port, st, stop_cons, hard, a.hold_ms, random.Random(seed + 1000 + i)))
+                port, st, hist, stop_cons, hard, a.hold_ms, random.Random(seed + 1000 + i)))
                 for i in range(a.consumers)]
         for t in threads + cons:
             t.start()
@@ -366,10 +458,14 @@ def main():
             if nowm >= next_kill and nowm < end - 5:
                 with st.lock:
                     st.epoch += 1
+                killed_at = now_ms()
                 server.kill9()
+                hist.add("crash", killed_at, now_ms(), ends_leases=True)
                 kills += 1
                 tk = time.monotonic()
+                restart_at = now_ms()
                 server.start()
+                hist.add("restart", restart_at, now_ms())
                 print(f"  t={nowm - t0:6.1f}s kill -9 #{kills}, ready again in {time.monotonic() - tk:.2f} s", flush=True)
                 next_kill = time.monotonic() + a.kill_every
             if not filled and nowm >= fill_at:
@@ -393,17 +489,24 @@ def main():
             enq = dict(st.acked_enqueue)
         print(f"  producers stopped: {len(enq)} enqueues acknowledged; draining", flush=True)
         drain_deadline = time.monotonic() + a.drain_seconds
+        drained = False
         while time.monotonic() < drain_deadline:
             with st.lock:
                 missing = [i for i in enq if i not in st.acked_ids]
             if not missing:
+                drained = True
                 break
             time.sleep(0.5)
         time.sleep(LEASE_MS / 1000 + 1.5)  # let a late redelivery show up
         stop_cons.set()
         for t in cons:
             t.join(timeout=15)
+        stuck = [t for t in threads + cons if t.is_alive()]
+        # A thread still running could add a line after the stop.
+        hist.stop(now_ms(), drained and not stuck)
         server.stop()
+        checker = subprocess.run([binary, "check-history", hist_path],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
         # ---- verdict ----
         with st.lock:
@@ -446,6 +549,11 @@ def main():
             if kills == 0:
                 violations.append("no kill happened (run longer than --kill-every)")
             violations += st.errors[:10]
+            if stuck:
+                violations.append(f"{len(stuck)} client threads did not stop")
+            if checker.returncode != 0:
+                violations.append(f"delayd check-history {hist_path} exited {checker.returncode}:\n"
+                                  + checker.stdout.strip())
             resume = (st.first_enqueue_after_fill - st.fill_end) if st.first_enqueue_after_fill and st.fill_end else None
             print("soak-faults summary")
             print(f"  seconds {a.seconds}, kill every {a.kill_every} s, seed {seed}")
@@ -466,12 +574,14 @@ def main():
                   f"created anew after ambiguous {len(st.created_after_ambiguous)}")
             print(f"  deliveries of ids never acknowledged {st.unknown_deliveries}")
             print(f"  max RSS of the server     {server.max_rss_kb / 1024:.1f} MiB")
+            print(f"  history ({hist.ops} ops)    {hist_path}")
+            print(f"  check-history: {checker.stdout.strip()}")
             if violations:
                 print("FAIL:")
                 for v in violations:
                     print(f"  - {v}")
                 return 1
-            print("PASS: 0 lost, 0 early, every duplicate explained")
+            print("PASS: 0 lost, 0 early, every duplicate explained; the history checker agrees")
             return 0
     finally:
         if server is not None:

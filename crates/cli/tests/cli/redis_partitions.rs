@@ -13,6 +13,13 @@
 //! - no schedule fire time is enqueued twice (two first deliveries), and
 //!   none due before the end is missing.
 //!
+//! Every client call is also recorded as a history (client times around
+//! each call; a call cut off by the partition is `unknown`, a lease call
+//! `lease_failed`) and the one checker (`delayd_history`) verifies every
+//! promise on it by its own rules. Redis never goes down, so the history
+//! holds no crash; the run is not drained (a late ack leaves a lease to
+//! expire), so each acknowledged enqueue not acked is read at the end.
+//!
 //! Needs root and `ip netns` (CI and `scripts/test` run as root); without
 //! them it fails and says why, never passes unrun.
 
@@ -25,7 +32,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use delayd_client::{Client, LeaseOptions, NewMessage};
+use delayd_client::{Client, ClientError, LeaseOptions, NewMessage};
+use delayd_history::{self as history, Op, Outcome};
 
 use crate::common::{die_with_parent, Proc, Server};
 use netns::{Net, HTTP_PORT, REDIS_PORT};
@@ -40,6 +48,17 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .expect("clock after 1970")
         .as_millis() as u64
+}
+
+/// What an error answer says the call did (a transport error, a 5xx:
+/// maybe applied).
+fn outcome_of(err: &ClientError) -> Outcome {
+    match (err.status(), err.code()) {
+        (_, Some("lease_mismatch")) => Outcome::LeaseMismatch,
+        (Some(404), _) => Outcome::NotFound,
+        (Some(status), _) if status < 500 => Outcome::Error,
+        _ => Outcome::Unknown,
+    }
 }
 
 /// Redis in namespace R, listening on its end of both nodes' links.
@@ -122,6 +141,8 @@ struct Record {
     enqueue_failures: usize,
     /// Failed lease calls per node, with the time the call started.
     lease_failures: Vec<(usize, u64)>,
+    /// Every call, for the history checker.
+    ops: Vec<Op>,
 }
 
 async fn producer(node: usize, client: Client, record: Arc<Mutex<Record>>, stop: Arc<AtomicBool>) {
@@ -132,13 +153,38 @@ async fn producer(node: usize, client: Client, record: Arc<Mutex<Record>>, stop:
         let message = NewMessage::new("job")
             .id(id.clone())
             .delay_ms(rand::random_range(0..1_000));
+        let invoke = now_ms();
+        let result = client.enqueue(QUEUE, &message).await;
+        let mut op = history::Enqueue {
+            invoke,
+            complete: now_ms(),
+            queue: QUEUE.into(),
+            id: id.clone(),
+            ..Default::default()
+        };
         // An error leaves it unknown (maybe applied): no claim either way.
-        match client.enqueue(QUEUE, &message).await {
+        let answered = match result {
             Ok(done) => {
                 assert_eq!(done.id, id);
-                record.lock().expect("record").created.insert(id);
+                op.exists = !done.created;
+                if done.created {
+                    (op.seq, op.deliver_at) = (Some(done.seq), Some(done.deliver_at));
+                }
+                true
             }
-            Err(_) => record.lock().expect("record").enqueue_failures += 1,
+            Err(err) => {
+                op.outcome = outcome_of(&err);
+                false
+            }
+        };
+        {
+            let mut record = record.lock().expect("record");
+            if answered {
+                record.created.insert(id);
+            } else {
+                record.enqueue_failures += 1;
+            }
+            record.ops.push(Op::Enqueue(op));
         }
         // Paces the producer (real processes on real time); no verdict depends on it.
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -156,22 +202,40 @@ async fn consumer(node: usize, client: Client, record: Arc<Mutex<Record>>, stop:
         let leased = match client.lease(QUEUE, options).await {
             Ok(leased) => leased,
             Err(_) => {
-                record
-                    .lock()
-                    .expect("record")
-                    .lease_failures
-                    .push((node, requested_at));
+                {
+                    let mut record = record.lock().expect("record");
+                    record.lease_failures.push((node, requested_at));
+                    // It may have handed out messages nobody saw.
+                    record.ops.push(Op::LeaseFailed(history::LeaseFailed {
+                        invoke: requested_at,
+                        complete: now_ms(),
+                        queue: QUEUE.into(),
+                    }));
+                }
                 // Backs off after a failed lease while the link is cut; no verdict depends on it.
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
         let received_at = now_ms();
+        {
+            let mut record = record.lock().expect("record");
+            for message in &leased {
+                record_lease(&mut record.ops, message, (requested_at, received_at));
+            }
+        }
         for message in leased {
-            let acked = client
-                .ack(QUEUE, &message.id, &message.lease_id)
-                .await
-                .is_ok();
+            let invoke = now_ms();
+            let result = client.ack(QUEUE, &message.id, &message.lease_id).await;
+            let ack = Op::Ack(history::LeaseCall {
+                invoke,
+                complete: now_ms(),
+                queue: QUEUE.into(),
+                id: message.id.clone(),
+                lease_id: message.lease_id.clone(),
+                outcome: result.as_ref().err().map_or(Outcome::Ok, outcome_of),
+            });
+            let acked = result.is_ok();
             let delivery = Delivery {
                 node,
                 attempt: message.attempt,
@@ -181,6 +245,7 @@ async fn consumer(node: usize, client: Client, record: Arc<Mutex<Record>>, stop:
                 acked,
             };
             let mut record = record.lock().expect("record");
+            record.ops.push(ack);
             record
                 .deliveries
                 .entry(message.id)
@@ -190,8 +255,82 @@ async fn consumer(node: usize, client: Client, record: Arc<Mutex<Record>>, stop:
     }
 }
 
-/// Creates the schedule on the node at `base`; its first fire time.
-async fn put_schedule(base: &str) -> u64 {
+/// One message handed out, and the fire time of the schedule's messages
+/// (`tick:<fire time>`).
+fn record_lease(
+    ops: &mut Vec<Op>,
+    message: &delayd_client::Leased,
+    (invoke, complete): (u64, u64),
+) {
+    ops.push(Op::Lease(history::Lease {
+        invoke,
+        complete,
+        queue: QUEUE.into(),
+        id: message.id.clone(),
+        seq: message.seq,
+        attempt: message.attempt,
+        lease_id: message.lease_id.clone(),
+        lease_until: message.lease_until,
+        deliver_at: message.deliver_at,
+        key: message.key.clone(),
+        // Unknown: `lease_until - lease_ms` is the node's clock read before
+        // its script ran, and the other node's call (a later read) may have
+        // made the message ready.
+        granted_at: None,
+    }));
+    let fire_at = message.id.strip_prefix(&format!("{SCHEDULE}:"));
+    if let Some(fire_at) = fire_at.and_then(|t| t.parse().ok()) {
+        ops.push(Op::Fire(history::Fire {
+            invoke,
+            complete,
+            queue: QUEUE.into(),
+            schedule: SCHEDULE.into(),
+            fire_at,
+            seq: message.seq,
+        }));
+    }
+}
+
+/// Reads each acknowledged enqueue no ack was answered for (a late or cut
+/// off ack leaves it leased until its lease ends): the history's proof
+/// that it is still there, as the run stops undrained.
+async fn observe_unacked(client: &Client, record: &mut Record) {
+    let acked: BTreeSet<&String> = record
+        .deliveries
+        .iter()
+        .filter(|(_, ds)| ds.iter().any(|d| d.acked))
+        .map(|(id, _)| id)
+        .collect();
+    let unacked: Vec<String> = record
+        .created
+        .iter()
+        .filter(|id| !acked.contains(id))
+        .cloned()
+        .collect();
+    for id in unacked {
+        let invoke = now_ms();
+        let (state, seq) = match client.get_message(QUEUE, &id).await {
+            Ok(m) if m.ended_at.is_some() => (history::Observed::Absent, None),
+            Ok(m) if m.state == "dead" => (history::Observed::Dead, Some(m.seq)),
+            Ok(m) => (history::Observed::Live, Some(m.seq)),
+            Err(err) if err.status() == Some(404) => (history::Observed::Absent, None),
+            Err(err) => panic!("GET message {id} after the run: {err}"),
+        };
+        record.ops.push(Op::Observe(history::Observe {
+            invoke,
+            complete: now_ms(),
+            queue: QUEUE.into(),
+            id,
+            state,
+            seq,
+        }));
+    }
+}
+
+/// Creates the schedule on the node at `base`: its first fire time, and
+/// the history's line for the call.
+async fn put_schedule(base: &str) -> (u64, Op) {
+    let invoke = now_ms();
     let answer: serde_json::Value = reqwest::Client::new()
         .put(format!("{base}/v1/queues/{QUEUE}/schedules/{SCHEDULE}"))
         .json(&serde_json::json!({
@@ -209,7 +348,19 @@ async fn put_schedule(base: &str) -> u64 {
     // request's time) the fire at `start_at` itself is skipped when the
     // broker's clock has moved on by the time it stores the schedule.
     let first = answer["next_fire_at"].as_u64();
-    first.unwrap_or_else(|| panic!("PUT schedule answered {answer}"))
+    let first = first.unwrap_or_else(|| panic!("PUT schedule answered {answer}"));
+    let every = partition_check::every(&answer);
+    assert!(every.is_some(), "fire times not checkable: {answer}");
+    let op = Op::Schedule(history::ScheduleChange {
+        invoke,
+        complete: now_ms(),
+        queue: QUEUE.into(),
+        schedule: SCHEDULE.into(),
+        action: history::ScheduleAction::Put,
+        outcome: Outcome::Ok,
+        every,
+    });
+    (first, op)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -235,9 +386,12 @@ async fn partitions_keep_at_least_once_and_fire_each_time_once() {
                 .with_timeout(Duration::from_secs(5))
         })
         .collect();
-    let first_fire = put_schedule(&format!("http://{}", nodes[1].addr)).await;
+    let (first_fire, put) = put_schedule(&format!("http://{}", nodes[1].addr)).await;
 
-    let record = Arc::new(Mutex::new(Record::default()));
+    let record = Arc::new(Mutex::new(Record {
+        ops: vec![put],
+        ..Record::default()
+    }));
     let (stop_producers, stop_consumers) = (
         Arc::new(AtomicBool::new(false)),
         Arc::new(AtomicBool::new(false)),
@@ -286,7 +440,10 @@ async fn partitions_keep_at_least_once_and_fire_each_time_once() {
     }
     let end = now_ms();
 
-    let record = record.lock().expect("record");
+    // Every client task has ended: the record is complete.
+    let mut record = std::mem::take(&mut *record.lock().expect("record"));
+    // Node B: its link to Redis is whole again.
+    observe_unacked(&clients[1], &mut record).await;
     let logs = || {
         nodes
             .iter()
@@ -306,7 +463,14 @@ async fn partitions_keep_at_least_once_and_fire_each_time_once() {
         healed_at.saturating_sub(first_fire)
     );
     let violations = partition_check::history(&record, window, first_fire, end);
+    let checked = partition_check::checker(std::mem::take(&mut record.ops), end);
+    eprintln!("the checker: {checked}");
     assert!(violations.is_empty(), "{violations:#?}\nlogs:\n{}", logs());
+    assert!(
+        checked.violations.is_empty(),
+        "the checker: {checked}\nlogs:\n{}",
+        logs()
+    );
     drop(nodes);
     drop(net);
 }

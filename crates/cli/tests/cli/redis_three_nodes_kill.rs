@@ -5,6 +5,15 @@
 //! higher `attempt`, received after the earlier `lease_until`), never after
 //! a successful ack, and never before its `deliver_at`. At the end the
 //! surviving nodes report the queue empty.
+//!
+//! Every call the clients make is also recorded as a history (client
+//! times around each call) and the one checker (`delayd_history`) proves
+//! the same promises again by its own rules, and the rest of them
+//! (attempts, backoff after an expiry). The kill is a `crash` that ends no
+//! lease: a node is stateless, its leases live on Redis and end only at
+//! their `lease_until` (or by an ack that may have reached Redis: an ack
+//! cut off by the kill is `unknown`, a lease call cut off by it
+//! `lease_failed`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -14,7 +23,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::common::redis::Redis;
 use crate::common::{die_with_parent, serve_command, Server};
-use delayd_client::{Client, LeaseOptions, NewMessage, QueuePut, QueueStats, Retry};
+use delayd_client::{Client, ClientError, LeaseOptions, NewMessage, QueuePut, QueueStats, Retry};
+use delayd_history::{self as history, Op, Outcome};
 
 const QUEUE: &str = "three-nodes";
 const PER_PRODUCER: usize = 500;
@@ -68,6 +78,17 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
+/// What an error answer says the call did (a transport error, a 5xx:
+/// maybe applied).
+fn outcome_of(err: &ClientError) -> Outcome {
+    match (err.status(), err.code()) {
+        (_, Some("lease_mismatch")) => Outcome::LeaseMismatch,
+        (Some(404), _) => Outcome::NotFound,
+        (Some(status), _) if status < 500 => Outcome::Error,
+        _ => Outcome::Unknown,
+    }
+}
+
 /// One message as a consumer received it.
 #[derive(Clone, Debug)]
 struct Delivery {
@@ -93,6 +114,8 @@ struct Record {
     deliveries: Vec<Delivery>,
     /// Unexpected errors seen by producers and consumers on live nodes.
     errors: Vec<String>,
+    /// Every call, for the checker.
+    ops: Vec<Op>,
 }
 
 async fn producer(
@@ -107,7 +130,25 @@ async fn producer(
         let message = NewMessage::new(format!("payload of {id}"))
             .id(id.clone())
             .delay_ms(delay);
-        match client.enqueue(QUEUE, &message).await {
+        let invoke = now_ms();
+        let result = client.enqueue(QUEUE, &message).await;
+        let mut op = history::Enqueue {
+            invoke,
+            complete: now_ms(),
+            queue: QUEUE.into(),
+            id: id.clone(),
+            ..Default::default()
+        };
+        match &result {
+            Ok(done) if done.id != id => op.outcome = Outcome::Unknown,
+            Ok(done) if done.created => {
+                (op.seq, op.deliver_at) = (Some(done.seq), Some(done.deliver_at));
+            }
+            Ok(_) => op.exists = true,
+            Err(err) => op.outcome = outcome_of(err),
+        }
+        record.lock().unwrap().ops.push(Op::Enqueue(op));
+        match result {
             Ok(done) if done.created && done.id == id => {
                 record.lock().unwrap().created.insert(id, done.deliver_at);
             }
@@ -150,9 +191,20 @@ async fn consumer(
     };
     let give_up = Instant::now() + Duration::from_secs(120);
     while !stop.load(Ordering::SeqCst) && Instant::now() < give_up {
+        let invoke = now_ms();
         let leased = match client.lease(QUEUE, options).await {
             Ok(leased) => leased,
             Err(err) => {
+                // It may have handed out messages nobody saw.
+                record
+                    .lock()
+                    .unwrap()
+                    .ops
+                    .push(Op::LeaseFailed(history::LeaseFailed {
+                        invoke,
+                        complete: now_ms(),
+                        queue: QUEUE.into(),
+                    }));
                 if killed[node].load(Ordering::SeqCst) {
                     return;
                 }
@@ -173,6 +225,24 @@ async fn consumer(
         let first = {
             let mut record = record.lock().unwrap();
             let first = record.deliveries.len();
+            for message in &leased {
+                record.ops.push(Op::Lease(history::Lease {
+                    invoke,
+                    complete: received_at,
+                    queue: QUEUE.into(),
+                    id: message.id.clone(),
+                    seq: message.seq,
+                    attempt: message.attempt,
+                    lease_id: message.lease_id.clone(),
+                    lease_until: message.lease_until,
+                    deliver_at: message.deliver_at,
+                    key: message.key.clone(),
+                    // Unknown: `lease_until - lease_ms` is the node's clock
+                    // read before its script ran, and another node's call
+                    // (a later read) may have made the message ready.
+                    granted_at: None,
+                }));
+            }
             record
                 .deliveries
                 .extend(leased.iter().map(|message| Delivery {
@@ -189,10 +259,20 @@ async fn consumer(
         };
         for (index, message) in leased.iter().enumerate() {
             tokio::time::sleep(WORK).await;
+            let invoke = now_ms();
             let result = client.ack(QUEUE, &message.id, &message.lease_id).await;
+            let complete = now_ms();
             held[node].fetch_sub(1, Ordering::SeqCst);
             let dead = killed[node].load(Ordering::SeqCst);
             let mut record = record.lock().unwrap();
+            record.ops.push(Op::Ack(history::LeaseCall {
+                invoke,
+                complete,
+                queue: QUEUE.into(),
+                id: message.id.clone(),
+                lease_id: message.lease_id.clone(),
+                outcome: result.as_ref().err().map_or(Outcome::Ok, outcome_of),
+            }));
             match result {
                 Ok(()) => {
                     record.deliveries[first + index].acked = true;
@@ -223,6 +303,7 @@ async fn redis_three_nodes_kill() {
         .collect();
     let clients: Vec<Client> = nodes.iter().map(Node::client).collect();
 
+    let put_at = now_ms();
     let put = clients[0]
         .put_queue(
             QUEUE,
@@ -241,12 +322,28 @@ async fn redis_three_nodes_kill() {
         .await
         .expect("PUT queue");
     assert!(put.created, "the queue was new");
+    let queue_config = Op::QueueConfig(history::QueueConfig {
+        invoke: put_at,
+        complete: now_ms(),
+        queue: QUEUE.into(),
+        outcome: Outcome::Ok,
+        max_attempts: Some(10),
+        retry: Some(history::Retry {
+            initial_ms: 200,
+            max_ms: 1_000,
+            multiplier: 2.0,
+        }),
+        flow: None,
+    });
     for (n, client) in clients.iter().enumerate() {
         let queue = client.get_queue(QUEUE).await.expect("GET queue");
         assert_eq!(queue.config.lease_ms, LEASE_MS, "node {n} sees the config");
     }
 
-    let record = Arc::new(Mutex::new(Record::default()));
+    let record = Arc::new(Mutex::new(Record {
+        ops: vec![queue_config],
+        ..Record::default()
+    }));
     let killed: Arc<[AtomicBool; 3]> = Arc::new(Default::default());
     let stop = Arc::new(AtomicBool::new(false));
     let acks = Arc::new(AtomicUsize::new(0));
@@ -277,19 +374,34 @@ async fn redis_three_nodes_kill() {
     // SIGKILL the victim after about a third of the deliveries, while its
     // consumers hold un-acked leases.
     let total = 3 * PER_PRODUCER;
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // A bound on progress generous enough for a loaded machine (it ends a
+    // stuck run; it is not a speed verdict).
+    let deadline = Instant::now() + Duration::from_secs(180);
     while acks.load(Ordering::SeqCst) < total / 3 || held[VICTIM].load(Ordering::SeqCst) < 5 {
-        assert!(
-            Instant::now() < deadline,
-            "only {} acks after 30 s; errors: {:?}",
-            acks.load(Ordering::SeqCst),
-            record.lock().unwrap().errors
-        );
+        if Instant::now() >= deadline {
+            // The record's lock is released before the panic (a panic
+            // holding it would poison it for the consumers).
+            let errors = format!("{:?}", record.lock().unwrap().errors);
+            panic!(
+                "only {} acks after 180 s; errors: {errors}",
+                acks.load(Ordering::SeqCst)
+            );
+        }
         // Polls: the nodes' progress has no event this test can await.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     killed[VICTIM].store(true, Ordering::SeqCst);
+    let kill_at = now_ms();
     nodes[VICTIM].server.kill9();
+    // A stateless node died: what it leased stays leased on Redis until
+    // its `lease_until`, so the crash ends no lease.
+    let crash = Op::Crash(history::Crash {
+        invoke: kill_at,
+        complete: now_ms(),
+        ends_leases: false,
+        maybe: false,
+    });
+    record.lock().unwrap().ops.push(crash);
     let acks_at_kill = acks.load(Ordering::SeqCst);
     let held_at_kill = held[VICTIM].load(Ordering::SeqCst);
     let created_at_kill = record.lock().unwrap().created.len();
@@ -360,7 +472,17 @@ async fn redis_three_nodes_kill() {
             .expect("consumer task");
     }
 
-    let record = record.lock().unwrap();
+    let mut record = record.lock().unwrap();
+    // Drained: every acknowledged enqueue was acked and the survivors
+    // report the queue empty.
+    let stop = Op::Stop(history::Stop {
+        at: now_ms(),
+        drained: true,
+    });
+    record.ops.push(stop);
+    let checked = history::check(&history::History {
+        ops: std::mem::take(&mut record.ops),
+    });
     assert!(
         record.errors.is_empty(),
         "unexpected errors: {:?}",
@@ -467,10 +589,12 @@ async fn redis_three_nodes_kill() {
         "the killed node's consumers held {held_at_kill} leases, yet no message they held \
          was redelivered"
     );
+    assert!(checked.violations.is_empty(), "the checker: {checked}");
+    assert_eq!(checked.acknowledged, record.created.len(), "{checked}");
     eprintln!(
         "redis_three_nodes_kill: {} enqueued (201), {} unknown, {} deliveries, {} acks at \
          kill ({held_at_kill} leases held by the killed node), {redelivered} redelivered ({redelivered_from_victim} first leased via the \
-         killed node), {:?}",
+         killed node), {:?}; the checker: {checked}",
         record.created.len(),
         record.unknown.len(),
         record.deliveries.len(),

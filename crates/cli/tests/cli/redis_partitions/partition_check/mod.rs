@@ -1,8 +1,47 @@
 //! The checker of `redis_partitions.rs`: the clients' records against the
 //! promises, as Jepsen's checkers work (from the history alone, no peeking
 //! into the store). Returns every violation, so a failure shows them all.
+//! Beside it, [`checker`] runs the one history checker (`delayd_history`)
+//! on the same run's recorded calls.
 
-use super::{Record, SCHEDULE};
+use delayd_history::{self as history, Op};
+
+use super::{Record, QUEUE, SCHEDULE};
+
+/// The schedule's definition as the `PUT` answered it, when the history
+/// checker checks its fire times (an `every_ms` schedule with `overlap:
+/// allow`; otherwise it checks only that none fires twice).
+pub fn every(answer: &serde_json::Value) -> Option<history::Every> {
+    if answer["overlap"] != "allow" {
+        return None;
+    }
+    Some(history::Every {
+        every_ms: answer["every_ms"].as_u64()?,
+        start_at: answer["start_at"].as_u64()?,
+        end_at: answer["end_at"].as_u64(),
+        catchup_all: answer["catchup"] == "all",
+        catchup_window_ms: answer["catchup_window_ms"].as_u64()?,
+        paused: answer["paused"].as_bool()?,
+    })
+}
+
+/// The history checker on the run's calls, stopped (not drained) at `end`:
+/// every fire message up to 3 s before the end was leased by then (what
+/// [`history`] asserts of the fire times too).
+pub fn checker(mut ops: Vec<Op>, end: u64) -> history::Report {
+    ops.push(Op::FiresObserved(history::FiresObserved {
+        invoke: end,
+        complete: end,
+        queue: QUEUE.into(),
+        schedule: SCHEDULE.into(),
+        through: end.saturating_sub(3_000),
+    }));
+    ops.push(Op::Stop(history::Stop {
+        at: super::now_ms(),
+        drained: false,
+    }));
+    history::check(&history::History { ops })
+}
 
 /// When node A (index 0) was cut off from Redis.
 #[derive(Clone, Copy, Debug)]
