@@ -20,7 +20,7 @@
 # the bearer parsing): a figure that other load on the machine does not
 # move, unlike the rates (the "none" runs give the floor those symbols
 # have without tokens).
-# Usage: scripts/token-bench.sh
+# Usage: scripts/token-bench.sh (rounds alternate the order: none first, then scoped first)
 # Env: DELAYD_BIN (default: $CARGO_TARGET_DIR/release/delayd, built),
 #      MESSAGES (100000), ROUNDS (3), PIN=1 (server on core 0, bench on 1),
 #      PERF=1.
@@ -99,8 +99,15 @@ PY
 }
 
 echo "messages=$messages rounds=$rounds pin=${PIN:-0} cores=$(nproc) load: $(cut -d' ' -f1-3 /proc/loadavg)"
+# ABBA: the order alternates each round, so a drift over the run (the
+# page cache, the disk, the CPU's clock) weighs on both alike.
 for round in $(seq "$rounds"); do
   echo "-- round $round"
-  run none
-  run scoped --token-file "$work/tokens.toml"
+  if [ $((round % 2)) = 1 ]; then
+    run none
+    run scoped --token-file "$work/tokens.toml"
+  else
+    run scoped --token-file "$work/tokens.toml"
+    run none
+  fi
 done
