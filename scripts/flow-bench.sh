@@ -30,10 +30,7 @@ rounds="${ROUNDS:-2}"
 durability="${DURABILITY:-always}"
 protocol="${PROTOCOL:-http}"
 bport="${BPORT:-17072}"
-if [ -z "${DELAYD_BIN:-}" ]; then
-  cargo build --release -q -p delayd
-  DELAYD_BIN="${CARGO_TARGET_DIR:-target}/release/delayd"
-fi
+delayd_bin
 if [ "$protocol" = beanstalk ] && [ -z "${COMPARE_BIN:-}" ]; then
   cargo build --release -q -p delayd-beanstalk --example compare
   COMPARE_BIN="${CARGO_TARGET_DIR:-target}/release/examples/compare"

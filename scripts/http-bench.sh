@@ -34,10 +34,7 @@ messages="${1:-${MESSAGES:-200000}}"
 rate="${RATE:-20000}"
 port="${PORT:-17070}"
 runs="${RUNS:-single h2 batch paced}"
-if [ -z "${DELAYD_BIN:-}" ]; then
-  cargo build --release -q -p delayd
-  DELAYD_BIN="${CARGO_TARGET_DIR:-target}/release/delayd"
-fi
+delayd_bin
 bin="$DELAYD_BIN"
 # The data directories' parent: where the fsync bench measures the disk.
 data_parent="${TMPDIR:-/tmp}"

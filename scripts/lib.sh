@@ -57,6 +57,15 @@ fsync_bench() {
 }
 
 # pin CORE: the command prefix that runs a command on CPU core CORE when
+# delayd_bin: DELAYD_BIN, or else a release build made now (its path is
+# set in DELAYD_BIN). Call it in the script's shell, not in `$(...)`.
+delayd_bin() {
+  if [ -z "${DELAYD_BIN:-}" ]; then
+    cargo build --release -q -p delayd
+    DELAYD_BIN="${CARGO_TARGET_DIR:-target}/release/delayd"
+  fi
+}
+
 # PIN=1 (latency runs: the server on core 0, the load client on core 1,
 # so neither steals the other's CPU), nothing otherwise. Unquoted before
 # the command, `$(pin 0) server ... &`, so that `$!` is the server's pid

@@ -29,10 +29,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 messages="${MESSAGES:-100000}"
 rounds="${ROUNDS:-3}"
-if [ -z "${DELAYD_BIN:-}" ]; then
-  cargo build --release -q -p delayd
-  DELAYD_BIN="${CARGO_TARGET_DIR:-target}/release/delayd"
-fi
+delayd_bin
 bin="$DELAYD_BIN"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
