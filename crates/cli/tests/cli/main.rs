@@ -26,6 +26,7 @@ mod cli_flow;
 mod cli_fsync_bench;
 mod cli_schedule;
 mod dependency_rules;
+mod history_ops;
 mod import_beanstalkd;
 mod import_redis_zset;
 mod push_kill9_redelivery;

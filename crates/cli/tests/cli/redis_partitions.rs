@@ -30,36 +30,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use delayd_client::{Client, ClientError, LeaseOptions, NewMessage};
+use delayd_client::{Client, LeaseOptions, NewMessage};
 use delayd_history::{self as history, Op, Outcome};
 
 use crate::common::{die_with_parent, Proc, Server};
+use crate::history_ops::{lease_op, now_ms, outcome_of};
 use netns::{Net, HTTP_PORT, REDIS_PORT};
 
 const QUEUE: &str = "partitioned";
 const SCHEDULE: &str = "tick";
 const LEASE_MS: u64 = 3_000;
 const NODES: [&str; 2] = ["A", "B"];
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock after 1970")
-        .as_millis() as u64
-}
-
-/// What an error answer says the call did (a transport error, a 5xx:
-/// maybe applied).
-fn outcome_of(err: &ClientError) -> Outcome {
-    match (err.status(), err.code()) {
-        (_, Some("lease_mismatch")) => Outcome::LeaseMismatch,
-        (Some(404), _) => Outcome::NotFound,
-        (Some(status), _) if status < 500 => Outcome::Error,
-        _ => Outcome::Unknown,
-    }
-}
 
 /// Redis in namespace R, listening on its end of both nodes' links.
 fn start_redis(net: &Net, dir: &std::path::Path) -> Proc {
@@ -262,22 +245,7 @@ fn record_lease(
     message: &delayd_client::Leased,
     (invoke, complete): (u64, u64),
 ) {
-    ops.push(Op::Lease(history::Lease {
-        invoke,
-        complete,
-        queue: QUEUE.into(),
-        id: message.id.clone(),
-        seq: message.seq,
-        attempt: message.attempt,
-        lease_id: message.lease_id.clone(),
-        lease_until: message.lease_until,
-        deliver_at: message.deliver_at,
-        key: message.key.clone(),
-        // Unknown: `lease_until - lease_ms` is the node's clock read before
-        // its script ran, and the other node's call (a later read) may have
-        // made the message ready.
-        granted_at: None,
-    }));
+    ops.push(lease_op(QUEUE, message, invoke, complete));
     let fire_at = message.id.strip_prefix(&format!("{SCHEDULE}:"));
     if let Some(fire_at) = fire_at.and_then(|t| t.parse().ok()) {
         ops.push(Op::Fire(history::Fire {

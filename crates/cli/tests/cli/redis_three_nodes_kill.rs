@@ -19,11 +19,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crate::common::redis::Redis;
 use crate::common::{die_with_parent, serve_command, Server};
-use delayd_client::{Client, ClientError, LeaseOptions, NewMessage, QueuePut, QueueStats, Retry};
+use crate::history_ops::{lease_op, now_ms, outcome_of};
+use delayd_client::{Client, LeaseOptions, NewMessage, QueuePut, QueueStats, Retry};
 use delayd_history::{self as history, Op, Outcome};
 
 const QUEUE: &str = "three-nodes";
@@ -68,24 +69,6 @@ impl Node {
 
     fn log(&self) -> String {
         self.server.log()
-    }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
-
-/// What an error answer says the call did (a transport error, a 5xx:
-/// maybe applied).
-fn outcome_of(err: &ClientError) -> Outcome {
-    match (err.status(), err.code()) {
-        (_, Some("lease_mismatch")) => Outcome::LeaseMismatch,
-        (Some(404), _) => Outcome::NotFound,
-        (Some(status), _) if status < 500 => Outcome::Error,
-        _ => Outcome::Unknown,
     }
 }
 
@@ -226,22 +209,9 @@ async fn consumer(
             let mut record = record.lock().unwrap();
             let first = record.deliveries.len();
             for message in &leased {
-                record.ops.push(Op::Lease(history::Lease {
-                    invoke,
-                    complete: received_at,
-                    queue: QUEUE.into(),
-                    id: message.id.clone(),
-                    seq: message.seq,
-                    attempt: message.attempt,
-                    lease_id: message.lease_id.clone(),
-                    lease_until: message.lease_until,
-                    deliver_at: message.deliver_at,
-                    key: message.key.clone(),
-                    // Unknown: `lease_until - lease_ms` is the node's clock
-                    // read before its script ran, and another node's call
-                    // (a later read) may have made the message ready.
-                    granted_at: None,
-                }));
+                record
+                    .ops
+                    .push(lease_op(QUEUE, message, invoke, received_at));
             }
             record
                 .deliveries

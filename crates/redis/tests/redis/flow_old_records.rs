@@ -1,15 +1,18 @@
-//! Records written before flow control (17 fields, no key, no deferral
-//! count) read as messages without a key and with no deferral, and go
-//! through lease, defer and ack like new ones (the golden record below is
-//! the layout `lua/common.lua` wrote before flow control).
+//! Records written by older versions read as new ones with the later
+//! fields at their defaults, and go through the transitions like new ones:
+//! before flow control (17 fields, no key, no deferral count) and before
+//! `last_error` (19 fields). Each golden record is the layout
+//! `lua/common.lua` wrote then, with its defaults trimmed as `pack` does.
 
 use crate::support::{broker, shared_single, unique_prefix};
 use delayd_core::{
     Broker, FlowConfig, LeaseRequest, MessageId, MessageState, Nack, QueueConfigPatch, QueueName,
 };
+use delayd_redis::RedisBroker;
 
-#[tokio::test]
-async fn a_record_without_flow_fields_reads_as_no_key() {
+/// A node on a fresh prefix whose queue `old` holds message `m1` (seq 7,
+/// due at 1000, priority 1024) stored as the Lua table `fields`.
+async fn with_old_record(fields: &str) -> (RedisBroker, QueueName, MessageId) {
     let server = shared_single();
     let prefix = unique_prefix();
     let node = broker(vec![server.url()], 1, &prefix).await;
@@ -18,18 +21,25 @@ async fn a_record_without_flow_fields_reads_as_no_key() {
         .await
         .expect("put_queue");
     let tag = format!("{{{prefix}:old#0}}");
-    // seq 7, pending, deliver_at 1000 (enqueued at 1000), priority 1024,
-    // payload "hi", no headers, attempts 0, max_attempts '', lease_ms '',
-    // lease_until '', lease id '', died_at '', counters 0: the old layout
-    // with its defaults trimmed after the headers, as `pack` stored it.
-    let script = "redis.call('HSET', KEYS[1], 'm1', cmsgpack.pack({7, 'S', 1000, 0, 1024, 'hi', '', 0, '', '', '', '', '', 0, 0, 0, 0})) \
-                  redis.call('ZADD', KEYS[2], 1024, struct.pack('>I8I8', 1000, 7) .. 'm1') return 1";
+    let script = format!(
+        "redis.call('HSET', KEYS[1], 'm1', cmsgpack.pack({fields})) \
+         redis.call('ZADD', KEYS[2], 1024, struct.pack('>I8I8', 1000, 7) .. 'm1') return 1"
+    );
     let msg = format!("{tag}:msg");
     let ready = format!("{tag}:ready");
-    let out = server.cli(&["EVAL", script, "2", &msg, &ready]);
+    let out = server.cli(&["EVAL", &script, "2", &msg, &ready]);
     assert_eq!(out.trim(), "1", "golden record written: {out}");
+    (node, q, MessageId::new("m1").expect("id"))
+}
 
-    let id = MessageId::new("m1").expect("id");
+#[tokio::test]
+async fn a_record_without_flow_fields_reads_as_no_key() {
+    // seq 7, pending, deliver_at 1000 (enqueued at 1000), priority 1024,
+    // payload "hi", no headers, attempts 0, max_attempts '', lease_ms '',
+    // lease_until '', lease id '', died_at '', counters 0.
+    let (node, q, id) =
+        with_old_record("{7, 'S', 1000, 0, 1024, 'hi', '', 0, '', '', '', '', '', 0, 0, 0, 0}")
+            .await;
     let m = node.get(&q, &id).await.expect("get");
     assert_eq!(
         (m.key.clone(), m.deferrals, m.state, m.payload.as_slice()),
@@ -87,25 +97,13 @@ async fn a_record_without_flow_fields_reads_as_no_key() {
 /// deferrals) reads with none, and takes one from a nack like a new one.
 #[tokio::test]
 async fn a_record_without_last_error_reads_as_none() {
-    let server = shared_single();
-    let prefix = unique_prefix();
-    let node = broker(vec![server.url()], 1, &prefix).await;
-    let q = QueueName::new("old").expect("queue");
-    node.put_queue(&q, QueueConfigPatch::default())
-        .await
-        .expect("put_queue");
-    let tag = format!("{{{prefix}:old#0}}");
     // seq 7, pending, deliver_at 1000, priority 1024, payload "hi", no
     // headers, attempts 1 (a failed delivery before), counters 0, no key,
     // 0 deferrals: all 19 fields of the layout before `last_error`.
-    let script = "redis.call('HSET', KEYS[1], 'm1', cmsgpack.pack({7, 'S', 1000, 0, 1024, 'hi', '', 1, '', '', '', '', '', 0, 1, 0, 0, '', 0})) \
-                  redis.call('ZADD', KEYS[2], 1024, struct.pack('>I8I8', 1000, 7) .. 'm1') return 1";
-    let msg = format!("{tag}:msg");
-    let ready = format!("{tag}:ready");
-    let out = server.cli(&["EVAL", script, "2", &msg, &ready]);
-    assert_eq!(out.trim(), "1", "golden record written: {out}");
-
-    let id = MessageId::new("m1").expect("id");
+    let (node, q, id) = with_old_record(
+        "{7, 'S', 1000, 0, 1024, 'hi', '', 1, '', '', '', '', '', 0, 1, 0, 0, '', 0}",
+    )
+    .await;
     let m = node.get(&q, &id).await.expect("get");
     assert_eq!(
         (m.attempts, m.last_error.clone(), m.state),
