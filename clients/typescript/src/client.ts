@@ -18,7 +18,7 @@ import type {
   LeaseOptions,
   ListMessagesOptions,
   Message,
-  MessageState,
+  LiveMessageState,
   NackOptions,
   PayloadInput,
   PreviewInput,
@@ -196,16 +196,19 @@ export class DelaydClient {
     );
   }
 
-  /** `GET .../messages/{id}`; {@link MessageNotFound} when not live. */
+  /** `GET .../messages/{id}`: a live message, or a retained one (state
+   * `acked` or `cancelled`, with `ended_at`, its payload not kept);
+   * {@link MessageNotFound} otherwise. */
   async getMessage(queue: string, id: string, opts: CallOptions = {}): Promise<Message> {
     return (await this.call("getMessage", { path: { queue, id }, signal: opts.signal })) as Message;
   }
 
-  /** `GET .../messages?state=`: one state's messages in that state's
-   * order (the dashboard's endpoint); page with `after`. */
+  /** `GET .../messages?state=`: one live state's messages in that state's
+   * order (the dashboard's endpoint); page with `after`. Retained messages
+   * are never listed. */
   async listMessages(
     queue: string,
-    state: MessageState,
+    state: LiveMessageState,
     options: ListMessagesOptions = {},
     opts: CallOptions = {},
   ): Promise<Message[]> {

@@ -24,7 +24,12 @@ export type ReceivedPayload =
  * `payload_base64`. */
 export type PayloadInput = string | Uint8Array;
 
-export type MessageState = "scheduled" | "ready" | "leased" | "dead";
+/** The states of a live message: the ones the listing pages. */
+export type LiveMessageState = "scheduled" | "ready" | "leased" | "dead";
+
+/** A message's `state`: a live state, or, only for a message that ended and
+ * that its queue retains (`retain_ms`), `acked` or `cancelled`. */
+export type MessageState = LiveMessageState | "acked" | "cancelled";
 
 // ---------------------------------------------------------------- queues
 
@@ -98,6 +103,11 @@ export interface QueueConfigInput {
   retry?: Partial<RetryPolicy>;
   push?: PushConfig | null;
   flow?: FlowConfig | null;
+  /** How long a message that ended (acked, a push answered 2xx, or
+   * cancelled) is kept without its payload: 0 (not kept) to 2592000000
+   * (30 days). Meanwhile `getMessage` answers it as `acked` or
+   * `cancelled` with its `ended_at`, and its id stays taken. */
+  retain_ms?: number;
 }
 
 export interface QueueConfig {
@@ -107,6 +117,9 @@ export interface QueueConfig {
   readonly push: PushView | null;
   /** Present on servers with flow control. */
   readonly flow?: FlowView | null;
+  /** How long an ended message is kept (0: not kept); servers before
+   * retention omit it. */
+  readonly retain_ms?: number;
 }
 
 export interface QueueStats {
@@ -172,6 +185,8 @@ export type Message = ReceivedPayload & {
   readonly id: string;
   readonly seq: number;
   readonly queue: string;
+  /** `acked` or `cancelled` only for a retained message, whose payload is
+   * not kept (it reads `payload: ""`). */
   readonly state: MessageState;
   readonly deliver_at: number;
   readonly attempts: number;
@@ -191,7 +206,7 @@ export type Message = ReceivedPayload & {
   /** The last failure recorded (a nack's `error`, what a failed push
    * answered), or `null` (servers before it omit it). */
   readonly last_error?: string | null;
-  /** When a retained message ended; `null` while it lives. */
+  /** When a retained message ended (epoch ms); `null` while it lives. */
   readonly ended_at?: number | null;
 };
 

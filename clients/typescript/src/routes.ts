@@ -87,6 +87,7 @@ export const ROUTES = {
         ordered: true,
         max_deferrals: true,
       },
+      retain_ms: true,
     },
     // A PUT merges the given fields: sending it twice leaves the same config.
     retry: "always",

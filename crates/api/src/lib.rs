@@ -90,6 +90,7 @@ pub use payload::{encode_base64, Payload};
 pub use queue::{
     PushBody, PushView, Queue, QueueConfig, QueueList, QueuePutBody, QueueStats, RetryBody,
     RetryPolicy, DEFAULT_RETRY_INITIAL_MS, DEFAULT_RETRY_MAX_MS, DEFAULT_RETRY_MULTIPLIER,
+    MAX_RETAIN_MS,
 };
 pub use schedule::{
     CatchupMode, OverlapMode, Preview, PreviewBody, Schedule, ScheduleList, ScheduleMessage,

@@ -234,9 +234,11 @@ pub struct Message {
     pub id: String,
     pub seq: u64,
     pub queue: String,
-    /// `scheduled`, `ready`, `leased` or `dead`.
+    /// `scheduled`, `ready`, `leased` or `dead`; for a retained message
+    /// only (its queue's `retain_ms`), `acked` or `cancelled`.
     // A string, not an enum: a client keeps reading messages in a state a
     // newer server adds.
+    #[cfg_attr(feature = "openapi", schema(example = "scheduled"))]
     pub state: String,
     pub deliver_at: u64,
     pub attempts: u32,
@@ -244,6 +246,8 @@ pub struct Message {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(required = true))]
     pub headers: BTreeMap<String, String>,
+    /// A retained (`acked` or `cancelled`) message's payload is not kept:
+    /// it reads `"payload": ""`.
     #[serde(flatten)]
     pub payload: Payload,
     pub enqueued_at: u64,
@@ -270,8 +274,8 @@ pub struct Message {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(required = true))]
     pub last_error: Option<String>,
-    /// When the message ended (acked or cancelled; only a retained message
-    /// has ended); `null` while it lives.
+    /// When the message ended (acked, a push answered 2xx, or cancelled;
+    /// only a retained message has ended); `null` while it lives.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(required = true))]
     pub ended_at: Option<u64>,

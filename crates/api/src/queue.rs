@@ -16,6 +16,9 @@ pub const DEFAULT_RETRY_INITIAL_MS: u64 = 1000;
 pub const DEFAULT_RETRY_MAX_MS: u64 = 3_600_000;
 /// Default of `retry.multiplier` (api.md).
 pub const DEFAULT_RETRY_MULTIPLIER: f64 = 2.0;
+/// The longest `retain_ms` (30 days; api.md, "Retention, replace and
+/// debounce"). The rule itself is core's; this copy is for the schema.
+pub const MAX_RETAIN_MS: u64 = 2_592_000_000;
 
 /// `PUT /v1/queues/{queue}`: every field optional; absent fields keep their
 /// value, `retry`, `push` and `flow` are replaced whole, `push: null`
@@ -48,6 +51,16 @@ pub struct QueuePutBody {
     )]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<FlowBody>))]
     pub flow: Option<Option<FlowBody>>,
+    /// How long a message that ended (acked, a push answered 2xx, or
+    /// cancelled) is kept without its payload: 0 (the default) to
+    /// 2592000000 (30 days). Meanwhile `GET` shows it as `acked` or
+    /// `cancelled` with its `ended_at`, and an enqueue of its id (with the
+    /// default `on_conflict: keep`) is a duplicate; it is not counted,
+    /// listed or delivered, and every other call sees it as absent (404).
+    /// A change applies to messages that end after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 2592000000_u64))]
+    pub retain_ms: Option<u64>,
 }
 
 /// Retry backoff as a `PUT` sets it. Fields left out (or `null`) take
@@ -166,6 +179,16 @@ pub struct QueueConfig {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(required = true))]
     pub flow: Option<FlowView>,
+    /// How long an ended message is kept without its payload (0: not
+    /// kept; at most 2592000000, 30 days).
+    // `default`: a server older than retention does not send it, and kept
+    // nothing.
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(required = true, minimum = 0, maximum = 2592000000_u64)
+    )]
+    pub retain_ms: u64,
 }
 
 /// The retry backoff in force.
@@ -219,4 +242,38 @@ pub struct QueueStats {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QueueList {
     pub queues: Vec<Queue>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `retain_ms` is an integer (fractions, negatives and strings are
+    /// refused by serde); `null` is "absent", as for every optional field.
+    /// Its range is core's rule, checked by the server.
+    #[test]
+    fn retain_ms_is_a_strict_integer() {
+        for wrong in [json!(-1), json!(1.5), json!("1d"), json!(true)] {
+            let body = json!({ "retain_ms": wrong });
+            let err = serde_json::from_value::<QueuePutBody>(body).unwrap_err();
+            assert!(err.to_string().contains("expected u64"), "{wrong}: {err}");
+        }
+        let put: QueuePutBody = serde_json::from_value(json!({"retain_ms": 60000})).unwrap();
+        assert_eq!(put.retain_ms, Some(60_000));
+        let null: QueuePutBody = serde_json::from_value(json!({"retain_ms": null})).unwrap();
+        assert_eq!(null, QueuePutBody::default());
+        assert_eq!(serde_json::to_value(&null).unwrap(), json!({}));
+    }
+
+    /// A server older than retention sends no `retain_ms`: it kept nothing.
+    #[test]
+    fn config_without_retain_ms_reads_as_zero() {
+        let config: QueueConfig = serde_json::from_value(json!({
+            "lease_ms": 1, "max_attempts": 1,
+            "retry": {"initial_ms": 1, "max_ms": 1, "multiplier": 1.0}
+        }))
+        .unwrap();
+        assert_eq!(config.retain_ms, 0);
+    }
 }

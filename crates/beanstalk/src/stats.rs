@@ -170,6 +170,9 @@ pub(crate) fn job_state(state: MessageState) -> &'static str {
         MessageState::Ready => "ready",
         MessageState::Leased => "reserved",
         MessageState::Dead => "buried",
+        // Never shown: the protocol finds jobs by seq, and `get_by_seq`
+        // answers live messages only.
+        MessageState::Acked | MessageState::Cancelled => "deleted",
     }
 }
 
@@ -179,7 +182,10 @@ pub(crate) fn job_stats(message: &Message, ttr_ms: u64, now_ms: u64) -> String {
     let deadline = match message.state {
         MessageState::Leased => message.lease_until,
         MessageState::Scheduled => Some(message.deliver_at),
-        MessageState::Ready | MessageState::Dead => None,
+        MessageState::Ready
+        | MessageState::Dead
+        | MessageState::Acked
+        | MessageState::Cancelled => None,
     };
     let time_left = deadline.map_or(0, |at| whole_seconds_left(at, now_ms));
     let c = message.counters;

@@ -228,6 +228,11 @@ pub struct QueueSetArgs {
     /// Remove the push target: consumers lease instead.
     #[arg(long)]
     no_push: bool,
+    /// Keep a message that ended (acked or cancelled) this long without its
+    /// payload: `delayd message` shows it, and its id stays taken (0s: not
+    /// kept; at most 30d).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    retain: Option<Duration>,
     #[command(flatten)]
     flow: crate::flow::FlowArgs,
 }
@@ -240,6 +245,7 @@ async fn queue_set(args: QueueSetArgs) -> anyhow::Result<()> {
         retry: retry_change(&client, &args).await?,
         push: push_change(&args),
         flow: crate::flow::flow_change(&client, &args.queue, &args.flow).await?,
+        retain_ms: args.retain.map(millis),
     };
     let done = client.put_queue(&args.queue, &body).await?;
     if args.conn.json {

@@ -388,6 +388,9 @@ pub fn print_queue(queue: &Queue) -> anyhow::Result<()> {
         c.retry.multiplier,
         c.retry.max_ms
     )?;
+    if c.retain_ms > 0 {
+        outln!("retain     {}ms after ack or cancel", c.retain_ms)?;
+    }
     if let Some(push) = &c.push {
         outln!(
             "push       {} (timeout {}ms, concurrency {}, {})",

@@ -6,6 +6,8 @@
 //!   failures to exit codes.
 //! - `commands`: one function per people-facing subcommand (put, get, ack,
 //!   nack, cancel, queues, stats).
+//! - `message`: `delayd message QUEUE ID`, one message by id in any state
+//!   (a retained `acked` or `cancelled` one too), without leasing it.
 //! - `admin`: operator subcommands (dead, redrive, pause, resume,
 //!   reschedule, queue show/list/set, delete-queue).
 //! - `flow`: flow control: `queue set`'s flow options (merged into the
@@ -56,6 +58,7 @@ mod flow;
 mod fsync_bench;
 mod import;
 mod logging;
+mod message;
 mod output;
 mod schedule;
 mod serve;
@@ -181,6 +184,9 @@ enum Command {
     Nack(commands::NackArgs),
     /// Cancel a message in any state.
     Cancel(commands::CancelArgs),
+    /// Show one message by id, in any state (a retained acked or cancelled
+    /// one too), without leasing it.
+    Message(message::MessageArgs),
     /// List queues with their message counts.
     Queues(commands::QueuesArgs),
     /// Show one queue: config, pause state and counts.
@@ -227,6 +233,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ack(args) => commands::ack(args).await,
         Command::Nack(args) => commands::nack(args).await,
         Command::Cancel(args) => commands::cancel(args).await,
+        Command::Message(args) => message::show(args).await,
         Command::Queues(args) => commands::queues(args).await,
         Command::Stats(args) => commands::stats(args).await,
         Command::Key(args) => flow::key(args).await,

@@ -59,7 +59,7 @@ pub fn fire_reads(record: &ScheduleRecord) -> Option<MessageId> {
 
 /// Whether a message in `state` blocks a fire under `overlap: skip`.
 pub fn is_live(state: Option<MessageState>) -> bool {
-    state.is_some_and(|state| state != MessageState::Dead)
+    state.is_some_and(|state| state != MessageState::Dead && !state.ended())
 }
 
 /// One firing step of `record` at `now` (see the module docs). An empty

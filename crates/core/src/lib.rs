@@ -20,6 +20,8 @@
 //! - [`firing`]: the firing step every backend and the model run
 //!   ([`fire_step`]: a due record in; the messages to write and the
 //!   advanced record out).
+//! - [`events`]: a message's history (its [`Event`]s, the last
+//!   [`HISTORY_LEN`] kept).
 //! - [`error`]: [`BrokerError`], split by how callers react (status codes).
 //! - [`clock`]: the injected wall clock.
 //! - [`metric`]: names of the metrics brokers record through the `metrics`
@@ -69,6 +71,7 @@ pub mod accept;
 pub mod broker;
 pub mod clock;
 pub mod error;
+pub mod events;
 pub mod firing;
 pub mod flow;
 pub mod message;
@@ -86,6 +89,9 @@ pub use broker::{
 };
 pub use clock::{Clock, ManualClock, SkewedClock, SystemClock};
 pub use error::{BrokerError, BrokerResult};
+pub use events::{
+    DeathReason, DeferReason, Event, EventKind, History, PushFailure, Via, HISTORY_LEN,
+};
 pub use firing::{fire_step, FireStep};
 pub use flow::{Bucket, Deferral, Deferred, FlowConfig, FlowKey, GateState, Hold, KeyInfo, Rate};
 pub use message::{

@@ -21,10 +21,16 @@ pub enum MessageState {
     Leased,
     /// Out of attempts (or buried); waits for a redrive or cancel.
     Dead,
+    /// Ended by an ack (or a push answered 2xx) and kept, without its
+    /// payload, for its queue's `retain_ms` (api.md, "Retention").
+    Acked,
+    /// Ended by a cancel and kept like an acked one.
+    Cancelled,
 }
 
 impl MessageState {
-    /// Every state, in lifecycle order.
+    /// Every live state, in lifecycle order (the states `stats` counts and
+    /// `list` pages; a retained message is in neither).
     pub const ALL: [MessageState; 4] = [Self::Scheduled, Self::Ready, Self::Leased, Self::Dead];
 
     pub fn as_str(self) -> &'static str {
@@ -33,7 +39,14 @@ impl MessageState {
             Self::Ready => "ready",
             Self::Leased => "leased",
             Self::Dead => "dead",
+            Self::Acked => "acked",
+            Self::Cancelled => "cancelled",
         }
+    }
+
+    /// Whether the message has ended and is only retained.
+    pub fn ended(self) -> bool {
+        matches!(self, Self::Acked | Self::Cancelled)
     }
 }
 
@@ -92,6 +105,8 @@ pub struct Message {
     /// failed push answered. A failure without a text (a nack without
     /// `error`, an expired lease) leaves it as it was.
     pub last_error: Option<String>,
+    /// When it ended (acked or cancelled): set only on a retained message.
+    pub ended_at: Option<u64>,
 }
 
 impl Message {

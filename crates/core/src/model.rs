@@ -299,6 +299,10 @@ pub struct QueueConfig {
     /// ready, and push keeps its plain retry rules.
     #[serde(default)]
     pub flow: Option<FlowConfig>,
+    /// How long an ended (acked or cancelled) message is kept without its
+    /// payload (api.md, "Retention, replace and debounce"); 0: not kept.
+    #[serde(default)]
+    pub retain_ms: u64,
 }
 
 impl Default for QueueConfig {
@@ -309,16 +313,32 @@ impl Default for QueueConfig {
             retry: RetryPolicy::default(),
             push: None,
             flow: None,
+            retain_ms: 0,
         }
     }
 }
 
 impl QueueConfig {
+    /// The longest `retain_ms` (30 days).
+    pub const MAX_RETAIN_MS: u64 = 2_592_000_000;
+
+    /// Until when a message of this queue that ends at `now` is retained,
+    /// or `None` when the queue keeps no ended messages.
+    pub fn retained_until(&self, now: u64) -> Option<u64> {
+        (self.retain_ms > 0).then(|| now.saturating_add(self.retain_ms))
+    }
+
     pub fn validate(&self) -> Result<(), BrokerError> {
         if self.lease_ms == 0 {
             return Err(BrokerError::InvalidArgument(
                 "lease_ms must be at least 1".into(),
             ));
+        }
+        if self.retain_ms > Self::MAX_RETAIN_MS {
+            return Err(BrokerError::InvalidArgument(format!(
+                "retain_ms must be at most {} (30 days)",
+                Self::MAX_RETAIN_MS
+            )));
         }
         self.retry.validate()?;
         if let Some(flow) = &self.flow {
@@ -358,6 +378,7 @@ pub struct QueueConfigPatch {
     pub push: Option<Option<PushConfig>>,
     /// Replaced whole when given; `Some(None)` removes it.
     pub flow: Option<Option<FlowConfig>>,
+    pub retain_ms: Option<u64>,
 }
 
 impl QueueConfigPatch {
@@ -385,6 +406,7 @@ impl QueueConfigPatch {
                 Some(flow) => flow.clone(),
                 None => config.flow.clone(),
             },
+            retain_ms: self.retain_ms.unwrap_or(config.retain_ms),
         }
     }
 }

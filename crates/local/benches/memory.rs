@@ -9,15 +9,7 @@ use std::time::Instant;
 use delayd_core::{Broker, EnqueueOptions, EnqueueRequest, LeaseRequest, QueueName, Schedule};
 use delayd_local::{Durability, LocalBroker, LocalConfig};
 
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    pages * 4096
-}
+use support::rss_bytes;
 
 #[tokio::main]
 async fn main() {

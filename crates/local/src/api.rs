@@ -59,6 +59,7 @@ impl Broker for LocalBroker {
                 // The prefix scan must see the open group's messages.
                 state.flush_pending(store).map_err(store_err)?;
                 state.delete_queue_schedules(store, queue, tx)?;
+                state.delete_retained(store, queue, tx)?;
                 for key in store.queue_message_keys(queue).map_err(store_err)? {
                     if let Some(rec) = store.message(&key).map_err(store_err)? {
                         state.unlink(queue, &rec.id);
@@ -107,9 +108,17 @@ impl Broker for LocalBroker {
     }
 
     async fn get(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<Message> {
-        self.inner.read(|state, store, _| {
-            let rec = state.lookup_existing(store, queue, id)?;
-            state.to_message(store, queue, rec)
+        self.inner.read(|state, store, now| {
+            if let Some(rec) = state.lookup(store, queue, id)? {
+                return state.to_message(store, queue, rec);
+            }
+            match state.lookup_retained(store, queue, id, now)? {
+                Some(retained) => Ok(crate::retain::shown(queue, retained)),
+                None => Err(BrokerError::MessageNotFound {
+                    queue: queue.clone(),
+                    id: id.clone(),
+                }),
+            }
         })
     }
 
@@ -120,7 +129,7 @@ impl Broker for LocalBroker {
 
     async fn cancel(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<()> {
         self.inner
-            .write(|state, store, _, tx| state.cancel(store, queue, id, tx))
+            .write(|state, store, now, tx| state.cancel(store, queue, id, now, tx))
             .await
     }
 
@@ -185,7 +194,7 @@ impl Broker for LocalBroker {
 
     async fn ack(&self, queue: &QueueName, id: &MessageId, lease: &LeaseId) -> BrokerResult<()> {
         self.inner
-            .write(|state, store, _, tx| state.ack(store, queue, id, lease, tx))
+            .write(|state, store, now, tx| state.ack(store, queue, id, lease, now, tx))
             .await
     }
 
@@ -196,10 +205,10 @@ impl Broker for LocalBroker {
     ) -> BrokerResult<Vec<BrokerResult<()>>> {
         check_ack_batch(&acks)?;
         self.inner
-            .write(|state, store, _, tx| {
+            .write(|state, store, now, tx| {
                 Ok(acks
                     .iter()
-                    .map(|(id, lease)| state.ack(store, queue, id, lease, tx))
+                    .map(|(id, lease)| state.ack(store, queue, id, lease, now, tx))
                     .collect())
             })
             .await

@@ -131,6 +131,8 @@ impl LocalBroker {
             disk: DiskGuard::new(&config.data_dir, config.disk_reserve),
         });
         let driver = tokio::spawn(driver::run(Arc::clone(&inner)));
+        // Ends with the broker (`stopped`); nothing to join.
+        tokio::spawn(crate::retain::sweep(Arc::clone(&inner)));
         report.open_duration = started.elapsed();
         Ok(LocalBroker {
             inner,

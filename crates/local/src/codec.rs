@@ -83,7 +83,42 @@ pub(crate) struct QueueRecord {
     /// `Some(u64::MAX)`: paused until resumed.
     pub paused_until: Option<u64>,
     pub counts: StoredCounts,
+    /// The latest time any of the queue's retained messages is kept until
+    /// (0: none ever; version 4). Before it an enqueue with an id looks
+    /// for a retained one on disk; after it nothing is retained.
+    pub retained_until: u64,
 }
+
+/// An ended message kept for its queue's `retain_ms` (the `retained`
+/// keyspace): its record without the payload (state `Acked` or
+/// `Cancelled`, lease and death cleared), when it ended, and until when
+/// it is kept. The `expiry` index finds it at `until`. (The message record
+/// is nested in place: a new [`MessageRecord`] version is a new version of
+/// this record too.)
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RetainedRecord {
+    pub message: MessageRecord,
+    pub ended_at: u64,
+    pub until: u64,
+}
+
+impl RetainedRecord {
+    /// `rec` ended at `now` as `how`, kept until `until`.
+    pub fn new(rec: &MessageRecord, how: MessageState, now: u64, until: u64) -> Self {
+        let mut message = rec.clone();
+        message.state = how;
+        message.lease_until = None;
+        message.lease_id = None;
+        message.died_at = None;
+        RetainedRecord {
+            message,
+            ended_at: now,
+            until,
+        }
+    }
+}
+
+impl Record for RetainedRecord {}
 
 impl QueueRecord {
     pub fn stats(&self, ready: u64, ready_urgent: u64) -> QueueStats {
@@ -128,15 +163,52 @@ impl Record for MessageRecord {
 }
 impl Record for StoredCounts {}
 
-/// Version 2 added `push.headers`; version 3 `flow`.
+/// Version 2 added `push.headers`; version 3 `flow`; version 4
+/// `config.retain_ms` and `retained_until`.
 impl Record for QueueRecord {
-    const VERSION: u8 = 3;
+    const VERSION: u8 = 4;
 
     fn upgrade(version: u8, bytes: &[u8]) -> Option<Result<Self, StoreError>> {
         match version {
             1 => Some(postcard_decode::<QueueRecordV1>(bytes).map(QueueRecord::from)),
             2 => Some(postcard_decode::<QueueRecordV2>(bytes).map(QueueRecord::from)),
+            3 => Some(postcard_decode::<QueueRecordV3>(bytes).map(QueueRecord::from)),
             _ => None,
+        }
+    }
+}
+
+/// [`QueueRecord`] as version 3 stored it: no retention.
+#[derive(Deserialize)]
+struct QueueRecordV3 {
+    config: QueueConfigV3,
+    paused_until: Option<u64>,
+    counts: StoredCounts,
+}
+
+#[derive(Deserialize)]
+struct QueueConfigV3 {
+    lease_ms: u64,
+    max_attempts: u32,
+    retry: delayd_core::RetryPolicy,
+    push: Option<delayd_core::PushConfig>,
+    flow: Option<delayd_core::FlowConfig>,
+}
+
+impl From<QueueRecordV3> for QueueRecord {
+    fn from(old: QueueRecordV3) -> Self {
+        QueueRecord {
+            config: QueueConfig {
+                lease_ms: old.config.lease_ms,
+                max_attempts: old.config.max_attempts,
+                retry: old.config.retry,
+                push: old.config.push,
+                flow: old.config.flow,
+                retain_ms: 0,
+            },
+            paused_until: old.paused_until,
+            counts: old.counts,
+            retained_until: 0,
         }
     }
 }
@@ -220,10 +292,11 @@ struct QueueConfigV2 {
     push: Option<delayd_core::PushConfig>,
 }
 
+/// Version 2 is version 3 without flow control.
 impl From<QueueRecordV2> for QueueRecord {
     fn from(old: QueueRecordV2) -> Self {
-        QueueRecord {
-            config: QueueConfig {
+        QueueRecord::from(QueueRecordV3 {
+            config: QueueConfigV3 {
                 lease_ms: old.config.lease_ms,
                 max_attempts: old.config.max_attempts,
                 retry: old.config.retry,
@@ -232,7 +305,7 @@ impl From<QueueRecordV2> for QueueRecord {
             },
             paused_until: old.paused_until,
             counts: old.counts,
-        }
+        })
     }
 }
 
@@ -276,9 +349,11 @@ impl From<QueueRecordV1> for QueueRecord {
                 max_attempts: old.config.max_attempts,
                 retry: old.config.retry,
                 push,
+                retain_ms: 0,
             },
             paused_until: old.paused_until,
             counts: old.counts,
+            retained_until: 0,
         }
     }
 }
@@ -567,6 +642,7 @@ b0ba97ffbc3101024c31000100000301016b0176";
                     ordered: true,
                     max_deferrals: 100,
                 }),
+                retain_ms: 3_600_000,
                 lease_ms: 30_000,
                 max_attempts: 10,
                 retry: RetryPolicy {
@@ -588,7 +664,46 @@ b0ba97ffbc3101024c31000100000301016b0176";
                 leased: 1,
                 dead: 2,
             },
+            retained_until: 1_700_000_000_000,
         }
+    }
+
+    /// [`queue`] as a store before retention (version 3) holds it.
+    fn queue_without_retention() -> QueueRecord {
+        let mut q = queue();
+        q.config.retain_ms = 0;
+        q.retained_until = 0;
+        q
+    }
+
+    /// A store written before retention still opens: its queue records
+    /// (version 3) read with `retain_ms` 0 and nothing retained.
+    #[test]
+    fn queue_record_version_3_reads() {
+        let decoded: QueueRecord = decode_record(&unhex(QUEUE_V3)).expect("decode");
+        assert_eq!(decoded, queue_without_retention());
+    }
+
+    fn retained() -> RetainedRecord {
+        RetainedRecord::new(
+            &message(),
+            MessageState::Acked,
+            1_700_000_001_000,
+            1_700_003_601_000,
+        )
+    }
+
+    #[test]
+    fn retained_record_bytes() {
+        let r = retained();
+        assert_eq!(r.message.state, MessageState::Acked);
+        assert_eq!(
+            (r.message.lease_until, r.message.lease_id.as_ref()),
+            (None, None)
+        );
+        let bytes = encode_record(&r).expect("encode");
+        assert_eq!(hex(&bytes), RETAINED);
+        assert_eq!(decode_record::<RetainedRecord>(&bytes).expect("decode"), r);
     }
 
     #[test]
@@ -604,7 +719,7 @@ b0ba97ffbc3101024c31000100000301016b0176";
     #[test]
     fn queue_record_version_2_reads() {
         let decoded: QueueRecord = decode_record(&unhex(QUEUE_V2)).expect("decode");
-        let mut expected = queue();
+        let mut expected = queue_without_retention();
         expected.config.flow = None;
         assert_eq!(decoded, expected);
     }
@@ -618,7 +733,7 @@ b0ba97ffbc3101024c31000100000301016b0176";
             .map(|i| u8::from_str_radix(&QUEUE_V1[i..i + 2], 16).expect("hex"))
             .collect();
         let decoded: QueueRecord = decode_record(&bytes).expect("decode");
-        let mut expected = queue();
+        let mut expected = queue_without_retention();
         expected.config.flow = None;
         if let Some(push) = expected.config.push.as_mut() {
             push.headers.clear();
@@ -626,15 +741,27 @@ b0ba97ffbc3101024c31000100000301016b0176";
         assert_eq!(decoded, expected);
     }
 
-    /// version 03, lease_ms 30000, max_attempts 10, retry (1000, 3600000,
+    /// version 04: version 3's fields with `retain_ms` 3600000 after the
+    /// flow config and `retained_until` 1700000000000 at the end.
+    const QUEUE: &str = "04b0ea010ae80780dddb0100000000000000400117687474703a2f2f3132372e302e\
+302e313a392f686f6f6b882710010173010d617574686f72697a6174696f6e084265617265722074010132e807\
+050001080101016480dddb0101ffffffffffffffffff0107010280d095ffbc31";
+
+    /// The same queue as version 3 wrote it (no retention): version 03, lease_ms 30000, max_attempts 10, retry (1000, 3600000,
     /// 2.0 as f64 LE), push Some(url, 5000, 16, secret Some("s"), headers
     /// {authorization: "Bearer t"}), flow Some(rate Some(50, 1000, 5),
     /// key_rate None, concurrency Some(8), key_concurrency Some(1), ordered
     /// true, max_deferrals 100), paused_until Some(u64::MAX), counts (7, 1,
     /// 2).
-    const QUEUE: &str = "03b0ea010ae80780dddb0100000000000000400117687474703a2f2f3132372e302e\
+    const QUEUE_V3: &str = "03b0ea010ae80780dddb0100000000000000400117687474703a2f2f3132372e302e\
 302e313a392f686f6f6b882710010173010d617574686f72697a6174696f6e084265617265722074010132e807\
 050001080101016401ffffffffffffffffff01070102";
+
+    /// The message of [`message`] acked at 1700000001000 and kept until
+    /// 1700003601000: its record as version 3 writes it (state 4, `Acked`;
+    /// lease cleared), then the two times.
+    const RETAINED: &str = "01086f726465722d3432ac020480d095ffbc3198c895ffbc318008020105000000000100000301016b01760108\
+74656e616e742d31020104626f6f6de8d795ffbc31e8b4f180bd31";
 
     /// The same queue as version 2 wrote it (no flow).
     const QUEUE_V2: &str = "02b0ea010ae80780dddb0100000000000000400117687474703a2f2f3132372e302e\

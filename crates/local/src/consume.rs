@@ -237,11 +237,13 @@ impl State {
         queue: &QueueName,
         id: &MessageId,
         lease: &LeaseId,
+        now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<()> {
         let rec = self.check_lease(store, queue, id, lease)?;
         self.unlink(queue, id);
-        self.remove(queue, &rec, tx)
+        self.remove(queue, &rec, tx)?;
+        self.retain(queue, &rec, MessageState::Acked, now, tx)
     }
 
     #[expect(

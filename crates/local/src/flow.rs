@@ -540,6 +540,8 @@ impl State {
                 delayd_core::MessageState::Ready => info.ready += 1,
                 delayd_core::MessageState::Leased => info.leased += 1,
                 delayd_core::MessageState::Dead => info.dead += 1,
+                // Records in the store are live; ended ones are kept apart.
+                delayd_core::MessageState::Acked | delayd_core::MessageState::Cancelled => {}
             }
         }
         info.cooling_until = q

@@ -113,6 +113,7 @@ mod messages;
 mod pipeline;
 mod prezero;
 mod recover;
+mod retain;
 mod schedule_codec;
 mod schedules;
 mod settle;

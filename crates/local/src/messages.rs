@@ -30,7 +30,13 @@ impl State {
         delayd_core::check_deliver_at(req.schedule.deliver_at(now))?;
         let id = match req.id.take() {
             Some(id) => {
-                if let Some(existing) = self.lookup(store, queue, &id)? {
+                let existing = match self.lookup(store, queue, &id)? {
+                    Some(live) => Some(live),
+                    None => self
+                        .lookup_retained(store, queue, &id, now)?
+                        .map(|r| r.message),
+                };
+                if let Some(existing) = existing {
                     return Ok(EnqueueOutcome {
                         id,
                         seq: existing.seq,
@@ -90,16 +96,33 @@ impl State {
         })
     }
 
+    /// A client's cancel: the message ends (retained when its queue keeps
+    /// ended messages).
     pub fn cancel(
         &mut self,
         store: &Store,
         queue: &QueueName,
         id: &MessageId,
+        now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<()> {
+        let rec = self.drop_message(store, queue, id, tx)?;
+        self.retain(queue, &rec, MessageState::Cancelled, now, tx)
+    }
+
+    /// Deletes a live message (never retained: a schedule's change takes
+    /// back a fire it wrote ahead, as the model does); returns its record.
+    pub fn drop_message(
+        &mut self,
+        store: &Store,
+        queue: &QueueName,
+        id: &MessageId,
+        tx: &mut Tx,
+    ) -> BrokerResult<MessageRecord> {
         let rec = self.lookup_existing(store, queue, id)?;
         self.unlink(queue, id);
-        self.remove(queue, &rec, tx)
+        self.remove(queue, &rec, tx)?;
+        Ok(rec)
     }
 
     pub fn reschedule(
@@ -288,7 +311,7 @@ impl State {
 }
 
 /// The message `rec` describes, with its payload.
-fn with_payload(queue: &QueueName, rec: MessageRecord, payload: Vec<u8>) -> Message {
+pub(crate) fn with_payload(queue: &QueueName, rec: MessageRecord, payload: Vec<u8>) -> Message {
     Message {
         deferrals: rec.deferrals,
         key: rec.key,
@@ -308,5 +331,6 @@ fn with_payload(queue: &QueueName, rec: MessageRecord, payload: Vec<u8>) -> Mess
         counters: rec.counters,
         headers: rec.headers,
         payload,
+        ended_at: None,
     }
 }

@@ -88,7 +88,7 @@ impl State {
                 let stop = delayd_core::pipeline::stops_after_lease(&leased, max);
                 return (Applied::Leased(leased), stop);
             }
-            C::Ack { queue, id, lease } => R::Done(self.ack(store, &queue, &id, &lease, tx)),
+            C::Ack { queue, id, lease } => R::Done(self.ack(store, &queue, &id, &lease, now, tx)),
             C::Nack {
                 queue,
                 id,

@@ -97,7 +97,7 @@ impl State {
             self.lookup(store, queue, id).map(|m| m.map(|m| m.state))
         })?;
         match cancelled {
-            Some(id) => self.cancel(store, queue, &id, tx),
+            Some(id) => self.drop_message(store, queue, &id, tx).map(drop),
             None => Ok(()),
         }
     }

@@ -168,6 +168,16 @@ impl QueueState {
         std::mem::replace(&mut self.flow, fresh)
     }
 
+    /// A message of the queue is retained until `until`.
+    pub fn note_retained(&mut self, until: u64) {
+        self.record.retained_until = self.record.retained_until.max(until);
+    }
+
+    /// Whether a retained message may still be kept at `now`.
+    pub fn may_retain(&self, now: u64) -> bool {
+        self.record.retained_until > now
+    }
+
     pub fn set_config(&mut self, config: QueueConfig) {
         self.record.config = config;
     }
@@ -338,6 +348,7 @@ impl State {
             config,
             paused_until: None,
             counts: Default::default(),
+            retained_until: 0,
         };
         let mut queue = QueueState::new(record);
         queue.flow = flow;

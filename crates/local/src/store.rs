@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 
-use crate::codec::{self, MessageRecord, QueueRecord};
+use crate::codec::{self, MessageRecord, QueueRecord, RetainedRecord};
 use crate::error::StoreError;
 use crate::fault::Faults;
 use crate::schedule_codec::{self, ScheduleHead};
@@ -30,6 +30,8 @@ pub(crate) enum Space {
     Due,
     Pinned,
     Schedules,
+    Retained,
+    Expiry,
 }
 
 /// The writes of one broker call (or one commit group). Keyed, so that a
@@ -230,6 +232,8 @@ struct Engine {
     due: Keyspace,
     pinned: Keyspace,
     schedules: Keyspace,
+    retained: Keyspace,
+    expiry: Keyspace,
 }
 
 /// What opening found about the journal tail.
@@ -283,6 +287,10 @@ impl Engine {
             // Created last: keyspace ids follow creation order, and `check`
             // names keyspaces by id.
             schedules: open_sized("schedules", SCHEDULE_MEMTABLE_BYTES)?,
+            // Added with retention: a store from before gets them at its
+            // first open, after the others, so every id stays.
+            retained: open("retained")?,
+            expiry: open("expiry")?,
             db,
         };
         Ok((engine, torn_tail_bytes))
@@ -297,6 +305,8 @@ impl Engine {
             Space::Due => &self.due,
             Space::Pinned => &self.pinned,
             Space::Schedules => &self.schedules,
+            Space::Retained => &self.retained,
+            Space::Expiry => &self.expiry,
         }
     }
 }
@@ -370,7 +380,7 @@ impl Store {
 
     /// Handles of every keyspace with its name, in creation order (what
     /// `delayd check` reads record by record).
-    pub fn keyspaces(&self) -> Result<[(&'static str, Keyspace); 7], StoreError> {
+    pub fn keyspaces(&self) -> Result<[(&'static str, Keyspace); 9], StoreError> {
         self.with(|e| {
             Ok([
                 ("meta", e.meta.clone()),
@@ -380,6 +390,8 @@ impl Store {
                 ("due", e.due.clone()),
                 ("pinned", e.pinned.clone()),
                 ("schedules", e.schedules.clone()),
+                ("retained", e.retained.clone()),
+                ("expiry", e.expiry.clone()),
             ])
         })
     }
@@ -544,6 +556,49 @@ impl Store {
             for guard in e.schedules.iter() {
                 let (k, v) = guard.into_inner()?;
                 out.push((k.to_vec(), schedule_codec::decode_head(&v)?));
+            }
+            Ok(out)
+        })
+    }
+
+    /// A retained message's record by its message key.
+    pub fn retained(&self, key: &[u8]) -> Result<Option<RetainedRecord>, StoreError> {
+        self.read(|e| {
+            e.retained
+                .get(key)?
+                .map(|v| codec::decode_record(&v))
+                .transpose()
+        })
+    }
+
+    /// Up to `limit` entries of the `expiry` index whose time is before
+    /// `until`, oldest first: (time, seq, message key).
+    pub fn expired(
+        &self,
+        until: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, u64, Vec<u8>)>, StoreError> {
+        self.read(|e| {
+            let mut out = Vec::new();
+            for guard in e
+                .expiry
+                .range(..codec::due_key(until, 0).to_vec())
+                .take(limit)
+            {
+                let (k, v) = guard.into_inner()?;
+                let (at, seq) = codec::decode_due_key(&k)?;
+                out.push((at, seq, v.to_vec()));
+            }
+            Ok(out)
+        })
+    }
+
+    /// Every retained message key of `queue`.
+    pub fn queue_retained_keys(&self, queue: &QueueName) -> Result<Vec<Vec<u8>>, StoreError> {
+        self.read(|e| {
+            let mut out = Vec::new();
+            for guard in e.retained.prefix(codec::queue_prefix(queue)) {
+                out.push(guard.key()?.to_vec());
             }
             Ok(out)
         })

@@ -29,8 +29,12 @@
 -- State: a record says 'S' while pending, 'L' leased, 'D' dead ('R' when
 -- it was made ready directly). Promotion moves members from sched to ready
 -- without rewriting records, so a pending record's exact state is where its
--- member is (`state_of`).
+-- member is (`state_of`). A retained record (see "Retention" below) says
+-- 'A' acked or 'C' cancelled, and lives in a key of its own, not in msg.
 local KEYS, ARGV, K_CFG, K_SCHED, K_READY, K_LEASE, K_DEAD, K_MSG, K_SCHEDULES, K_CURSORS, NOW, SEED
+-- Retention's index (zset: score until, member id), under the same hash
+-- tag; each retained record is the key `TAGP rt:<id>` (see "Retention").
+local K_RET
 -- Flow control's keys, under the same hash tag (see lua/flow.lua): TAGP is
 -- the shard's key prefix `{P:queue#k}:`; per flow key there are also
 -- `TAGP km:<key>` (set of its live ids) and `TAGP pk:<key>` (its parked
@@ -52,6 +56,7 @@ local function bind(keys, args)
   K_FLOW, K_KEYS, K_KT, K_KL = TAGP .. 'flow', TAGP .. 'keys', TAGP .. 'ktat', TAGP .. 'kleased'
   K_KH, K_KHP, K_KCOOL = TAGP .. 'kholders', TAGP .. 'kheld', TAGP .. 'kcool'
   K_KWAIT, K_KIDLE = TAGP .. 'kwait', TAGP .. 'kidle'
+  K_RET = TAGP .. 'retained'
   FCFG_READ, FCFG, ENDED, WOKE = false, nil, 0, 0
 end
 local PROMOTE_LIMIT = 1000
@@ -59,17 +64,20 @@ local PROMOTE_LIMIT = 1000
 -- enqueued_at (stored as deliver_at - enqueued_at, which is small),
 -- priority, payload, headers, attempts, max_attempts, lease_ms,
 -- lease_until, lease id, died_at, timeouts, releases, buries, kicks, flow
--- key, deferrals in a row, the last failure's text. Optional ones are ''.
--- Replies list them in this order after the id. A record is stored
--- without its trailing fields that hold their defaults, so records written
--- before flow control (ending at kicks) or before `last_error` (ending at
--- deferrals) read as no key, no deferral and no last error.
-local SK, ST, DA, EA, PR, PL, HD, AT, MA, LM, LU, LI, DD, CT, RL, BU, KI, KY, DF, LE =
-  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20
-local NFIELDS = 20
+-- key, deferrals in a row, the last failure's text, then (retained records
+-- only) ended_at and until (the end of its retention). Optional ones are ''.
+-- Replies list them in this order after the id, up to ended_at (RFIELDS).
+-- A record is stored without its trailing fields that hold their defaults,
+-- so records written before flow control (ending at kicks) or before
+-- `last_error` (ending at deferrals) read as no key, no deferral and no
+-- last error, and a live record never stores the two retention fields.
+local SK, ST, DA, EA, PR, PL, HD, AT, MA, LM, LU, LI, DD, CT, RL, BU, KI, KY, DF, LE, EN, UN =
+  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22
+local NFIELDS, RFIELDS = 22, 21
 -- Defaults of the fields that may be left out (7 and up).
 local DEFAULT = {[HD] = '', [AT] = 0, [MA] = '', [LM] = '', [LU] = '', [LI] = '', [DD] = '',
-                 [CT] = 0, [RL] = 0, [BU] = 0, [KI] = 0, [KY] = '', [DF] = 0, [LE] = ''}
+                 [CT] = 0, [RL] = 0, [BU] = 0, [KI] = 0, [KY] = '', [DF] = 0, [LE] = '',
+                 [EN] = '', [UN] = ''}
 
 -- Numbers go to Redis commands as exact decimal strings (Lua's default
 -- %.14g would round epoch milliseconds and seqs). Replies need no such
@@ -101,7 +109,7 @@ end
 -- The record's stored form (enqueued_at as an offset, defaults trimmed).
 local function pack(r)
   local n = NFIELDS
-  while n > HD and r[n] == DEFAULT[n] do n = n - 1 end
+  while n > HD and (r[n] == nil or r[n] == DEFAULT[n]) do n = n - 1 end
   local t = {unpack(r, 1, n)}
   t[EA] = r[DA] - r[EA]
   return cmsgpack.pack(t)
@@ -115,12 +123,71 @@ end
 
 local function cfg()
   local c = redis.call('HMGET', K_CFG, 'lm', 'ma', 'ri', 'rx', 'rm', 'pu', 'sl',
-    'fl', 'qi', 'qb', 'ki', 'kb', 'qn', 'kn', 'od')
+    'fl', 'qi', 'qb', 'ki', 'kb', 'qn', 'kn', 'od', 'rt')
   flow_cfg_from(c, 8)
   if not c[1] then return nil end
   return {lm = tonumber(c[1]), ma = tonumber(c[2]), ri = tonumber(c[3]),
           rx = tonumber(c[4]), rm = tonumber(c[5]), pu = c[6] or '',
-          sl = tonumber(c[7]) or 0}
+          sl = tonumber(c[7]) or 0, rt = tonumber(c[16]) or 0}
+end
+
+-- Retention (api.md, "Retention, replace and debounce"). A message that
+-- ends (ack, cancel) while its queue's `rt` (retain_ms, in cfg; absent: 0)
+-- is above 0 is kept without its payload until NOW + rt (`until`, fixed at
+-- the end): its record, state 'A' or 'C', ended_at and until set,
+-- lease_until, lease id and died_at cleared, is the value of the key
+-- `TAGP rt:<id>` (not a field of msg: Redis 7.0 has no TTL on hash
+-- fields), and `TAGP retained` (zset: score until, member id) lists it.
+-- Whether a record is still retained is decided by comparing its until
+-- with the call's NOW, so the id is free exactly at until whatever Redis
+-- has done with the key. Promotion (every node's timer and sweep) deletes
+-- the records whose until has passed (`forget_retained`); the key also
+-- expires by itself rt + RETAIN_MARGIN ms of Redis's time after it was
+-- written, a relative TTL (the nodes' clocks are never compared with
+-- Redis's), so Redis frees a record no sweep reaches (a shard orphaned by
+-- a crash). The margin keeps that TTL from ending a window early for a
+-- node whose clock lags the ending node's, or whose clock is a test's.
+local RETAIN_MARGIN = 60000
+local function rkey(id) return TAGP .. 'rt:' .. id end
+
+-- The queue's retain_ms, for calls that did not read cfg.
+local function retain_ms()
+  return tonumber(redis.call('HGET', K_CFG, 'rt')) or 0
+end
+
+-- The retained record of `id` whose window has not passed at NOW, or nil.
+local function load_retained(id)
+  local v = redis.call('GET', rkey(id))
+  if not v then return nil end
+  local r = cmsgpack.unpack(v)
+  for i = #r + 1, NFIELDS do r[i] = DEFAULT[i] end
+  if r[UN] == '' or r[UN] <= NOW then return nil end
+  r[EA] = r[DA] - r[EA]
+  return r
+end
+
+-- Deletes up to PROMOTE_LIMIT retained records whose until has passed
+-- (the first ranks of the index).
+local function forget_retained()
+  local gone = redis.call('ZRANGEBYSCORE', K_RET, '-inf', s(NOW), 'LIMIT', 0, PROMOTE_LIMIT)
+  if #gone == 0 then return end
+  for i = 1, #gone, 400 do
+    local batch = {}
+    for j = i, math.min(i + 399, #gone) do batch[#batch + 1] = rkey(gone[j]) end
+    redis.call('DEL', unpack(batch))
+  end
+  redis.call('ZREMRANGEBYRANK', K_RET, 0, #gone - 1)
+end
+
+-- Keeps the record `r` of `id`, which just ended as `how` ('A' acked, 'C'
+-- cancelled) and is already gone from msg and every index, for `rt` ms
+-- (nothing when rt is 0).
+local function retain(id, r, how, rt)
+  if not rt or rt <= 0 then return end
+  local until_ = NOW + rt
+  r[ST], r[PL], r[LU], r[LI], r[DD], r[EN], r[UN] = how, '', '', '', '', NOW, until_
+  redis.call('SET', rkey(id), pack(r), 'PX', s(rt + RETAIN_MARGIN))
+  redis.call('ZADD', K_RET, s(until_), id)
 end
 
 local function paused(c)
@@ -140,7 +207,7 @@ end
 local function append_record(out, id, r, st)
   local n = #out
   out[n + 1] = id
-  for i = 1, NFIELDS do out[n + 1 + i] = r[i] end
+  for i = 1, RFIELDS do out[n + 1 + i] = r[i] end
   out[n + 1 + ST] = st or state_of(id, r)
 end
 
@@ -311,6 +378,9 @@ end
 -- caller takes fresh seqs from the deployment's counter and calls again.
 -- New records are stored with HSETNX (an existing id keeps its message:
 -- idempotent enqueue), and the call's index entries go in one ZADD per set.
+-- A retained id (still within its window at NOW) is taken as well: its
+-- answer is the retained message's, state 'A' or 'C'. Its record is looked
+-- for only while the shard retains anything (one EXISTS per call).
 local function enqueue_items(c, from)
   if ARGV[from + 1] and tonumber(ARGV[from + 1]) <= c.sl then return {'SEQ'} end
   local last = c.sl
@@ -319,13 +389,19 @@ local function enqueue_items(c, from)
   -- Ids created by this call, with their state: their index entries are
   -- not written yet when the same id comes again later in the call.
   local created = {}
+  local retaining = redis.call('EXISTS', K_RET) == 1
   for i = from, #ARGV, 9 do
     local id = ARGV[i]
     local r = {tonumber(ARGV[i + 1]), 'S', tonumber(ARGV[i + 2]), NOW, tonumber(ARGV[i + 3]),
       ARGV[i + 7], ARGV[i + 6], 0, tonumber(ARGV[i + 4]) or '', tonumber(ARGV[i + 5]) or '',
       '', '', '', 0, 0, 0, 0, ARGV[i + 8], 0}
     local n = #out
-    if redis.call('HSETNX', K_MSG, id, pack(r)) == 0 then
+    -- A live id has no retained record in its window (one is written only
+    -- when the live message ends, and a new one waits for the window).
+    local kept = retaining and not created[id] and load_retained(id)
+    if kept then
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 0, kept[SK], kept[DA], kept[ST]
+    elseif redis.call('HSETNX', K_MSG, id, pack(r)) == 0 then
       local ex = load(id)
       out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 0, ex[SK], ex[DA], created[id] or state_of(id, ex)
     else

@@ -191,7 +191,8 @@ impl Inner {
     }
 
     /// The state of message `id` of this shard, after time is applied on
-    /// it (`get`), or `None` when there is no such message.
+    /// it (`get`), or `None` when there is no such message (a retained one
+    /// has ended: no message, as for the reference model).
     async fn message_state(
         &self,
         queue: &QueueName,
@@ -202,7 +203,10 @@ impl Inner {
         let args = vec![id.as_str().as_bytes().to_vec()];
         let reply = self.run(scripts::GET, keys, now, args).await?;
         match status(&reply)? {
-            ("OK", rest) => Ok(Some(record::message(queue, rest)?.state)),
+            ("OK", rest) => {
+                let state = record::message(queue, rest)?.state;
+                Ok((!state.ended()).then_some(state))
+            }
             _ => Ok(None),
         }
     }

@@ -9,7 +9,9 @@ use delayd_core::{MessageId, QueueName, ScheduleId};
 pub(crate) struct ShardKeys {
     /// cfg, sched, ready, lease, dead, msg (hash: id -> packed record),
     /// schedules (hash: schedule id -> record JSON), cursors (zset: score
-    /// next_fire_at, member schedule id).
+    /// next_fire_at, member schedule id). The functions reach the shard's
+    /// other keys (flow control's, retention's `rt:<id>` and `retained`)
+    /// by the same tag (lua/common.lua).
     pub(crate) keys: [String; 8],
 }
 

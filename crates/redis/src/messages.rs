@@ -284,9 +284,12 @@ impl Inner {
             return Ok(None);
         };
         match self.get(&queue, &id).await {
-            Ok(m) if m.seq == seq => Ok(Some(m)),
+            // A retained message is gone for lookups by seq (beanstalkd
+            // sees it deleted).
+            Ok(m) if m.seq == seq && !m.state.ended() => Ok(Some(m)),
             Ok(_) | Err(BrokerError::MessageNotFound { .. } | BrokerError::QueueNotFound(_)) => {
-                // A stale entry (deleted queue, or the id reused): drop it.
+                // A stale entry (deleted queue, the message ended, or the
+                // id reused): drop it.
                 self.unindex_seq(seq);
                 Ok(None)
             }
@@ -439,6 +442,8 @@ fn state_code(state: MessageState) -> &'static str {
         MessageState::Ready => "R",
         MessageState::Leased => "L",
         MessageState::Dead => "D",
+        MessageState::Acked => "A",
+        MessageState::Cancelled => "C",
     }
 }
 
@@ -451,5 +456,6 @@ pub(crate) fn order_key(m: &Message, state: MessageState) -> (u64, u64, u64, Str
         MessageState::Ready => (u64::from(m.priority), m.deliver_at, m.seq, id),
         MessageState::Leased => (m.lease_until.unwrap_or(0), 0, m.seq, id),
         MessageState::Dead => (m.died_at.unwrap_or(0), 0, m.seq, id),
+        MessageState::Acked | MessageState::Cancelled => (m.ended_at.unwrap_or(0), 0, m.seq, id),
     }
 }

@@ -79,7 +79,9 @@ impl Inner {
                 .arg("rx")
                 .arg(config.retry.max_ms)
                 .arg("rm")
-                .arg(config.retry.multiplier.to_string());
+                .arg(config.retry.multiplier.to_string())
+                .arg("rt")
+                .arg(config.retain_ms);
             self.query::<()>(&hset, true).await?;
             self.query::<()>(redis::cmd("HSETNX").arg(cfg).arg("pu").arg(""), true)
                 .await?;

@@ -1,7 +1,8 @@
 //! Decoding function replies: status words and message records (the id,
 //! then the record's fields in stored order, as `append_record` in
 //! lua/common.lua emits them: numbers as integer replies, optional values
-//! as `''`).
+//! as `''`). A retained record (state `A`/`C`) has the same layout, with
+//! `ended_at` set.
 
 use std::collections::BTreeMap;
 
@@ -11,8 +12,9 @@ use delayd_core::{
 };
 use redis::Value;
 
-/// Values per record: the id and the 20 fields `append_record` emits.
-pub(crate) const RECORD_LEN: usize = 21;
+/// Values per record: the id and the 21 fields `append_record` emits (the
+/// last one `ended_at`, `''` on a live message).
+pub(crate) const RECORD_LEN: usize = 22;
 
 fn corrupt(what: &str) -> BrokerError {
     tracing::error!(what, "unexpected reply from a delayd script");
@@ -66,6 +68,8 @@ pub(crate) fn state(code: &str) -> BrokerResult<MessageState> {
         "R" => Ok(MessageState::Ready),
         "L" => Ok(MessageState::Leased),
         "D" => Ok(MessageState::Dead),
+        "A" => Ok(MessageState::Acked),
+        "C" => Ok(MessageState::Cancelled),
         _ => Err(corrupt("unknown state")),
     }
 }
@@ -107,6 +111,7 @@ pub(crate) fn message(queue: &QueueName, r: &[Value]) -> BrokerResult<Message> {
             _ => Some(text(&r[20])?.to_owned()),
         },
         deferrals: int32(&r[19])?,
+        ended_at: opt_int(&r[21])?,
         key: flow_key(&r[18])?,
         queue: queue.clone(),
         id,

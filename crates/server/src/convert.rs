@@ -169,6 +169,9 @@ pub fn queue_patch(
         max_attempts: body.max_attempts,
         retry,
         push,
+        // Its range (at most 30 days) is core's `QueueConfig::validate`,
+        // which names `retain_ms`; the broker checks it before storing.
+        retain_ms: body.retain_ms,
     })
 }
 
@@ -272,6 +275,7 @@ pub fn queue(info: QueueInfo) -> api::Queue {
             },
             push: config.push.map(push_view),
             flow: config.flow.map(flow_view),
+            retain_ms: config.retain_ms,
         },
         paused: info.paused,
         paused_until: info.paused_until.filter(|_| info.paused),
@@ -354,7 +358,7 @@ pub fn message(message: Message) -> api::Message {
         lease_until: message.lease_until,
         died_at: message.died_at,
         last_error: message.last_error,
-        ended_at: None,
+        ended_at: message.ended_at,
     }
 }
 
@@ -397,6 +401,16 @@ mod tests {
         };
         let err = flow_config(body).unwrap_err();
         assert!(err.body().error.message.contains("flow.key_rate.limit"));
+    }
+
+    /// The wire crate's copy of the longest `retain_ms` (for the OpenAPI
+    /// document) is core's rule.
+    #[test]
+    fn wire_retain_max_is_core_max() {
+        assert_eq!(
+            api::queue::MAX_RETAIN_MS,
+            delayd_core::QueueConfig::MAX_RETAIN_MS
+        );
     }
 
     #[test]

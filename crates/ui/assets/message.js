@@ -13,6 +13,7 @@ import { rowActions } from './queue.js';
 // The states whose message lives; a retained `acked` or `cancelled` one is
 // history only (no payload, no actions).
 const LIVE = ['scheduled', 'ready', 'leased', 'dead'];
+const ENDED = ['acked', 'cancelled'];
 
 // [field, label, text of its value]; `null` values read "none" unless the
 // field says otherwise. `max_attempts` is drawn with `attempts`.
@@ -100,9 +101,15 @@ function draw(box, m, reload) {
 }
 
 function payload(m) {
+  // A retained message's payload is not kept (the server sends `""`).
+  if (ENDED.includes(m.state)) return noPayload();
   if (m.payload !== undefined) return [h('h2', { text: 'Payload' }), h('pre', { class: 'payload', attrs: { 'data-test': 'payload' }, text: m.payload })];
   if (m.payload_base64 !== undefined) {
     return [h('h2', { text: 'Payload (base64, not UTF-8)' }), h('pre', { class: 'payload', attrs: { 'data-test': 'payload' }, text: m.payload_base64 })];
   }
+  return noPayload();
+}
+
+function noPayload() {
   return [h('h2', { text: 'Payload' }), h('p', { class: 'muted', attrs: { 'data-test': 'payload' }, text: 'None kept: the message ended, and only its record is retained.' })];
 }

@@ -1,4 +1,5 @@
-// One queue: counts and actions (pause/resume, purge), its flow control
+// One queue: counts, retention (`retain_ms`) and actions (pause/resume,
+// purge), its flow control
 // (only when its config has `flow`), its schedules, the due-time histogram
 // of its scheduled messages, and the per-state message lists (with each
 // message's key) with paging and row actions (cancel, reschedule, redrive).
@@ -7,7 +8,7 @@ import * as api from './api.js';
 import { h, route, fmtCount, fmtTime, fmtRelative, preview, notify, runAction, replace } from './dom.js';
 import { dueHistogram } from './charts.js';
 import { schedulesCard } from './schedules.js';
-import { flowCard } from './flow.js';
+import { flowCard, fmtPeriod } from './flow.js';
 import { guard } from './access.js';
 
 const REFRESH_MS = 5000;
@@ -90,8 +91,21 @@ async function refreshHeader(view) {
       h('span', { class: info.paused ? 'badge paused' : 'badge', attrs: { 'data-test': 'paused-flag' }, text: info.paused ? 'paused' : 'active' }),
     ),
     counts,
+    retention(info.config),
     h('div', { class: 'actions' }, toggle, guard(button('Purge…', 'purge', () => purge(view), 'danger'), 'admin', view.queue)),
   );
+}
+
+// How long the queue keeps a message that ended (acked or cancelled),
+// without its payload; no line for a server older than retention, which
+// does not send `retain_ms`.
+function retention(config) {
+  const ms = config.retain_ms;
+  if (ms === undefined || ms === null) return null;
+  const text = ms > 0
+    ? `Ended messages (acked, cancelled) kept ${fmtPeriod(ms)} without their payload (retain_ms ${ms}).`
+    : 'Ended messages are not kept (retain_ms 0).';
+  return h('p', { class: 'muted retention', attrs: { 'data-test': 'retention' }, text });
 }
 
 function button(text, name, onclick, kind = '') {

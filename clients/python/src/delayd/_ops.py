@@ -146,12 +146,14 @@ def put_queue(
     retry: Optional[m.Retry] = None,
     push: Union[PushConfig, None, Unset] = UNSET,
     flow: Union[m.Flow, None, Unset] = UNSET,
+    retain: Optional[Duration] = None,
 ) -> Call[m.QueueInfo]:
     """``push``: a :class:`PushConfig`, or ``None`` to remove push; ``flow``:
     a :class:`Flow` (replaces the queue's whole flow config), or ``None`` to
-    remove flow control (either :data:`UNSET`: unchanged)."""
+    remove flow control (either :data:`UNSET`: unchanged). ``retain``: how
+    long an ended message is kept (``retain_ms``; ``0`` keeps none)."""
     route = ROUTES["put_queue"]
-    body = route.body(lease_ms=to_ms(lease), max_attempts=max_attempts)
+    body = route.body(lease_ms=to_ms(lease), max_attempts=max_attempts, retain_ms=to_ms(retain))
     assert body is not None
     if retry is not None:
         body["retry"] = route.check_nested(

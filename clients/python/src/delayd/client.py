@@ -157,14 +157,20 @@ class Queue:
         retry: Optional[m.Retry] = None,
         push: Union[PushConfig, None, Unset] = UNSET,
         flow: Union[m.Flow, None, Unset] = UNSET,
+        retain: Optional[Duration] = None,
     ) -> m.QueueInfo:
         """Creates the queue or merges these settings into it. ``push``: a
         :class:`PushConfig`, or ``None`` to turn push off. ``flow``: a
         :class:`Flow` (replaces the whole flow config), or ``None`` to turn
         flow control off. Left out (:data:`delayd.UNSET`), a setting stays
-        as it is."""
+        as it is. ``retain``: how long a message that ended (acked or
+        cancelled) is kept without its payload (``retain_ms``, at most 30
+        days; ``0`` keeps none); ``get`` then shows it as ``acked`` or
+        ``cancelled`` (:attr:`Message.ended`). Left out: unchanged."""
         return self._run(
-            ops.put_queue(self.name, lease=lease, max_attempts=max_attempts, retry=retry, push=push, flow=flow)
+            ops.put_queue(
+                self.name, lease=lease, max_attempts=max_attempts, retry=retry, push=push, flow=flow, retain=retain
+            )
         )
 
     def info(self) -> m.QueueInfo:
@@ -233,7 +239,8 @@ class Queue:
         return self._run(ops.reschedule(self.name, id, delay, deliver_at, priority))
 
     def messages(self, state: str, *, limit: Optional[int] = None, after: Optional[str] = None) -> List[m.Message]:
-        """One page of the messages in ``state`` (``scheduled``, ``ready``, ``leased``, ``dead``)."""
+        """One page of the messages in ``state`` (``scheduled``, ``ready``, ``leased``, ``dead``;
+        retained messages are never listed)."""
         return self._run(ops.list_messages(self.name, state, limit, after))
 
     # ---- consuming --------------------------------------------------------

@@ -11,11 +11,21 @@ from __future__ import annotations
 import base64
 import json as _json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Union, runtime_checkable
+from typing import Any, Dict, List, Literal, Mapping, Optional, Protocol, Tuple, Union, runtime_checkable
 
 PayloadLike = Union[str, bytes, bytearray, memoryview]
 """What an enqueue accepts: ``str`` is sent as ``payload`` (UTF-8),
 bytes as ``payload_base64``."""
+
+
+MessageState = Literal["scheduled", "ready", "leased", "dead", "acked", "cancelled"]
+"""A message's ``state``: ``scheduled``, ``ready``, ``leased`` or ``dead``
+while it lives; ``acked`` or ``cancelled`` only for a message that ended and
+that its queue retains (``retain_ms``). :attr:`Message.state` is a plain
+``str``, so a state a newer server adds still reads."""
+
+ENDED_STATES: Tuple[str, ...] = ("acked", "cancelled")
+"""The states of a retained message (ended, kept without its payload)."""
 
 
 def payload_fields(payload: PayloadLike) -> Dict[str, str]:
@@ -83,6 +93,8 @@ class Message(_HasPayload):
     seq: int
     queue: str
     state: str
+    """One of :data:`MessageState`: a live state, or ``acked`` /
+    ``cancelled`` for a retained message."""
     deliver_at: int
     attempts: int
     priority: int
@@ -100,7 +112,14 @@ class Message(_HasPayload):
     """The last failure recorded (a nack's ``error``, what a failed push
     answered), or ``None``."""
     ended_at: Optional[int] = None
-    """When a retained message ended; ``None`` while it lives."""
+    """When a retained message ended (epoch ms); ``None`` while it lives."""
+
+    @property
+    def ended(self) -> bool:
+        """Whether the message ended (acked or cancelled) and is only
+        retained: its payload is not kept (``b""``), and it is never
+        delivered again."""
+        return self.state in ENDED_STATES
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "Message":
@@ -269,6 +288,9 @@ class QueueConfig:
     push: Optional[Push] = None
     flow: Optional[Flow] = None
     """``None``: no flow control (servers before it never send one)."""
+    retain_ms: int = 0
+    """How long a message that ended (acked or cancelled) is kept without
+    its payload; 0: not kept (servers before retention never send it)."""
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "QueueConfig":
@@ -280,6 +302,7 @@ class QueueConfig:
             retry=Retry.from_json(obj["retry"]),
             push=Push.from_json(push) if push else None,
             flow=Flow.from_json(flow) if flow is not None else None,
+            retain_ms=int(obj.get("retain_ms") or 0),
         )
 
 

@@ -65,7 +65,7 @@ ROUTES: Dict[str, Route] = {
     "put_queue": Route(
         "PUT",
         _Q,
-        fields=("lease_ms", "max_attempts", "retry", "push", "flow"),
+        fields=("lease_ms", "max_attempts", "retry", "push", "flow", "retain_ms"),
         nested={
             "retry": ("initial_ms", "max_ms", "multiplier"),
             "push": ("url", "timeout_ms", "concurrency", "secret", "headers"),

@@ -24,6 +24,7 @@ mod cli_check_history;
 mod cli_completions_and_closed_stdout;
 mod cli_flow;
 mod cli_fsync_bench;
+mod cli_retention;
 mod cli_schedule;
 mod dependency_rules;
 mod history_ops;

@@ -287,6 +287,7 @@ async fn redis_three_nodes_kill() {
                 }),
                 push: None,
                 flow: None,
+                retain_ms: None,
             },
         )
         .await

@@ -123,6 +123,8 @@ pub(super) fn parse_state(state: &str) -> BrokerResult<MessageState> {
         "ready" => Ok(MessageState::Ready),
         "leased" => Ok(MessageState::Leased),
         "dead" => Ok(MessageState::Dead),
+        "acked" => Ok(MessageState::Acked),
+        "cancelled" => Ok(MessageState::Cancelled),
         other => Err(BrokerError::unavailable(format!(
             "server sent unknown message state {other:?}"
         ))),
@@ -155,6 +157,7 @@ pub(super) fn to_message(view: wire::MessageView) -> BrokerResult<Message> {
         counters: MessageCounters::default(),
         headers: view.headers,
         payload: view.payload.into_bytes(),
+        ended_at: view.ended_at,
     })
 }
 
@@ -195,6 +198,7 @@ pub(super) fn to_queue_info(queue: wire::Queue) -> BrokerResult<QueueInfo> {
                 secret: None,
                 headers: Default::default(),
             }),
+            retain_ms: config.retain_ms,
         },
         paused: queue.paused,
         paused_until: queue.paused_until,
@@ -285,6 +289,7 @@ pub(super) fn to_put_body(patch: QueueConfigPatch) -> wire::QueuePut {
             })
         }),
         flow: patch.flow.map(|flow| flow.map(to_flow_spec)),
+        retain_ms: patch.retain_ms,
     }
 }
 

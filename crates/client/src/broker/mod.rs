@@ -234,9 +234,16 @@ impl Broker for HttpBroker {
         to_message(view.map_err(|err| Subject::message(queue, id).map(err))?)
     }
 
-    /// Dead messages through the dead-letter route, the other states
-    /// through the dashboard's listing (same order and paging).
+    /// Dead messages through the dead-letter route, the other live states
+    /// through the dashboard's listing (same order and paging). Retained
+    /// messages are never listed: the server refuses `acked` and
+    /// `cancelled`, so those pages are empty here, as in every broker
+    /// (the queue must still exist).
     async fn list(&self, queue: &QueueName, query: ListQuery) -> BrokerResult<Vec<Message>> {
+        if query.state.ended() {
+            self.get_queue(queue).await?;
+            return Ok(Vec::new());
+        }
         let after = query.after.as_ref().map(MessageId::as_str);
         let views = match query.state {
             MessageState::Dead => {

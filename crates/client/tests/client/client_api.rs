@@ -284,3 +284,56 @@ async fn a_scoped_token_without_the_scope_is_forbidden() {
     assert_eq!(me.name.as_deref(), Some("producer"));
     assert_eq!(me.scopes, ["publish:orders"]);
 }
+
+/// Retention through the typed client: `retain_ms` set and shown, an
+/// acked and a cancelled message read back as `acked` / `cancelled` with
+/// `ended_at` and no payload, and the list refusing the ended states.
+#[tokio::test]
+async fn retained_messages_through_the_client() {
+    let client = server(ServerOptions::default()).await;
+    let put = QueuePut {
+        retain_ms: Some(86_400_000),
+        ..QueuePut::default()
+    };
+    let created = client.put_queue("kept", &put).await.unwrap();
+    assert_eq!(created.queue.config.retain_ms, 86_400_000);
+    let other = QueuePut {
+        max_attempts: Some(2),
+        ..QueuePut::default()
+    };
+    let updated = client.put_queue("kept", &other).await.unwrap();
+    assert_eq!(updated.queue.config.retain_ms, 86_400_000, "kept");
+
+    client
+        .enqueue("kept", &NewMessage::new("secret").id("a"))
+        .await
+        .unwrap();
+    let m = client.lease("kept", one()).await.unwrap().remove(0);
+    client.ack("kept", &m.id, &m.lease_id).await.unwrap();
+    let acked = client.get_message("kept", "a").await.unwrap();
+    assert_eq!(acked.state, "acked");
+    assert!(acked.ended_at.is_some());
+    assert_eq!(acked.payload, Payload::Text(String::new()));
+
+    client
+        .enqueue("kept", &NewMessage::new("x").id("c").delay_ms(60_000))
+        .await
+        .unwrap();
+    client.cancel("kept", "c").await.unwrap();
+    let cancelled = client.get_message("kept", "c").await.unwrap();
+    assert_eq!(cancelled.state, "cancelled");
+    assert!(cancelled.ended_at.is_some());
+
+    let again = client
+        .enqueue("kept", &NewMessage::new("new").id("a"))
+        .await
+        .unwrap();
+    assert!(!again.created, "a retained id is a duplicate");
+    let err = client
+        .list_messages("kept", "acked", None, None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some("invalid_argument"));
+    let err = client.cancel("kept", "a").await.unwrap_err();
+    assert_eq!(err.code(), Some("message_not_found"));
+}

@@ -1,7 +1,7 @@
 //! The conformance suite (the HTTP-visible rules) run through the whole
 //! stack: `HttpBroker` -> client -> HTTP -> server -> broker, once over the
-//! reference model and once over LocalBroker; the schedule and flow
-//! control cases over both, on a virtual clock; the cases of time settled
+//! reference model and once over LocalBroker; the schedule, flow
+//! control and retention cases over both, on a virtual clock; the cases of time settled
 //! at the call over LocalBroker with its driver held, on a virtual clock.
 
 use crate::common;
@@ -63,6 +63,20 @@ mod model {
                 | super::super::over_http(Arc::new(ModelBroker::with_clock(clock)), ())
         );
     }
+
+    /// Retention (`retain_ms`, retained `acked`/`cancelled` messages)
+    /// through the whole stack, on the model's virtual clock.
+    mod retention {
+        use std::sync::Arc;
+
+        use delayd_core::testkit::ModelBroker;
+
+        delayd_core::conformance_tests_retention!(
+            virtual_time
+                | clock
+                | super::super::over_http(Arc::new(ModelBroker::with_clock(clock)), ())
+        );
+    }
 }
 
 mod local {
@@ -104,6 +118,11 @@ mod local {
         // Flow control over LocalBroker, on the same virtual clock.
         mod flow {
             delayd_core::conformance_tests_flow!(virtual_time | clock | super::fresh(clock));
+        }
+
+        // Retention over LocalBroker, on the same virtual clock.
+        mod retention {
+            delayd_core::conformance_tests_retention!(virtual_time | clock | super::fresh(clock));
         }
     }
 

@@ -256,6 +256,7 @@ impl State {
                 MessageState::Ready => info.ready += 1,
                 MessageState::Leased => info.leased += 1,
                 MessageState::Dead => info.dead += 1,
+                MessageState::Acked | MessageState::Cancelled => {}
             }
         }
         info.cooling_until = q

@@ -290,3 +290,23 @@ macro_rules! conformance_tests_time_at_call {
         $crate::conformance_tests_time_at_call!(@cases ($factory));
     };
 }
+
+/// The rules of retention (api.md, "Retention, replace and debounce"):
+/// ended messages kept for the queue's `retain_ms`. HTTP-visible: for
+/// every broker.
+#[macro_export]
+macro_rules! conformance_tests_retention {
+    (@cases ($($how:tt)+)) => {
+        $crate::__conformance_cases!($($how)+;
+            retention_keeps_ended_messages,
+            retention_frees_the_id_at_its_time,
+            retention_dead_config_and_delete,
+        );
+    };
+    (virtual_time |$clock:ident| $factory:expr) => {
+        $crate::conformance_tests_retention!(@cases (virtual_time |$clock| $factory));
+    };
+    ($factory:expr) => {
+        $crate::conformance_tests_retention!(@cases ($factory));
+    };
+}

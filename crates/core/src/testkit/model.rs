@@ -165,6 +165,7 @@ impl Broker for ModelBroker {
             return Err(BrokerError::QueueNotFound(queue.clone()));
         }
         state.messages.retain(|(q, _), _| q != queue);
+        state.retained.retain(|(q, _), _| q != queue);
         state.schedules.retain(|(q, _), _| q != queue);
         self.changed.notify_waiters();
         Ok(())
@@ -215,8 +216,8 @@ impl Broker for ModelBroker {
     }
 
     async fn get(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<Message> {
-        let (mut state, _) = self.open()?;
-        Ok(state.stored_mut(queue, id)?.msg.clone())
+        let (state, _) = self.open()?;
+        state.shown(queue, id)
     }
 
     async fn get_by_seq(&self, seq: u64) -> BrokerResult<Option<Message>> {
@@ -226,9 +227,10 @@ impl Broker for ModelBroker {
     }
 
     async fn cancel(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<()> {
-        let (mut state, _) = self.open()?;
-        match state.messages.remove(&(queue.clone(), id.clone())) {
-            Some(_) => {
+        let (mut state, now) = self.open()?;
+        let key = (queue.clone(), id.clone());
+        match state.end(&key, MessageState::Cancelled, now) {
+            Some(()) => {
                 self.changed.notify_waiters();
                 Ok(())
             }
@@ -341,9 +343,9 @@ impl Broker for ModelBroker {
     }
 
     async fn ack(&self, queue: &QueueName, id: &MessageId, lease: &LeaseId) -> BrokerResult<()> {
-        let (mut state, _) = self.open()?;
+        let (mut state, now) = self.open()?;
         state.leased_mut(queue, id, lease)?;
-        state.messages.remove(&(queue.clone(), id.clone()));
+        state.end(&(queue.clone(), id.clone()), MessageState::Acked, now);
         // A freed flow slot (or an ordered key's holder gone) may let a
         // held message out.
         self.changed.notify_waiters();

@@ -59,6 +59,9 @@ pub(crate) struct State {
     pub queues: BTreeMap<QueueName, QueueState>,
     /// Keyed by (queue, id): an id is unique within its queue only.
     pub messages: BTreeMap<(QueueName, MessageId), Stored>,
+    /// Ended messages kept for their queue's `retain_ms` (payload
+    /// emptied, state `Acked` or `Cancelled`), with the time they go.
+    pub retained: BTreeMap<(QueueName, MessageId), (Message, u64)>,
     /// Keyed by (queue, schedule id), so a queue's schedules list by id.
     pub schedules: BTreeMap<(QueueName, ScheduleId), ScheduleRecord>,
     /// Wall and tokio time of the last settle, to tell a wall-clock jump
@@ -127,7 +130,40 @@ impl State {
             changed |= self.settle_one(&key, now);
         }
         self.forget_idle_keys(now);
+        self.retained.retain(|_, (_, until)| *until > now);
         changed
+    }
+
+    /// Ends the live message `key` at `now` as `how` (`Acked` or
+    /// `Cancelled`): gone, or retained without its payload when its queue
+    /// keeps ended messages. `None` when no such message lives.
+    pub fn end(&mut self, key: &(QueueName, MessageId), how: MessageState, now: u64) -> Option<()> {
+        debug_assert!(how.ended(), "{how} is not an end");
+        let stored = self.messages.remove(key)?;
+        let until = self
+            .queues
+            .get(&key.0)
+            .and_then(|q| q.config.retained_until(now));
+        if let Some(until) = until {
+            let mut msg = stored.msg;
+            msg.state = how;
+            msg.ended_at = Some(now);
+            msg.payload = Vec::new();
+            msg.lease_until = None;
+            msg.died_at = None;
+            self.retained.insert(key.clone(), (msg, until));
+        }
+        Some(())
+    }
+
+    /// The message `id` of `queue` as `get` shows it: live, or retained.
+    pub fn shown(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<Message> {
+        let key = (queue.clone(), id.clone());
+        match (self.messages.get(&key), self.retained.get(&key)) {
+            (Some(stored), _) => Ok(stored.msg.clone()),
+            (None, Some((msg, _))) => Ok(msg.clone()),
+            (None, None) => Err(not_found(queue, id)),
+        }
     }
 
     /// How far the wall clock jumped forward since the last settle, beyond
@@ -165,11 +201,15 @@ impl State {
         request.validate()?;
         crate::check_deliver_at(request.schedule.deliver_at(now))?;
         let id = request.id.unwrap_or_else(MessageId::generate);
-        if let Some(existing) = self.messages.get(&(queue.clone(), id.clone())) {
+        let key = (queue.clone(), id.clone());
+        // A live message, or a retained one, holds its id.
+        let taken = (self.messages.get(&key).map(|s| &s.msg))
+            .or_else(|| self.retained.get(&key).map(|(m, _)| m));
+        if let Some(existing) = taken {
             return Ok(EnqueueOutcome {
                 id,
-                seq: existing.msg.seq,
-                deliver_at: existing.msg.deliver_at,
+                seq: existing.seq,
+                deliver_at: existing.deliver_at,
                 created: false,
             });
         }
@@ -194,8 +234,8 @@ impl State {
             key: request.key,
             deferrals: 0,
             last_error: None,
+            ended_at: None,
         };
-        let key = (queue.clone(), id.clone());
         self.messages.insert(key, Stored { msg, lease: None });
         Ok(EnqueueOutcome {
             id,
@@ -306,6 +346,7 @@ impl State {
             debug_assert!(!leased || m.attempts >= 1, "leased, no attempt {ctx}");
             let dead = m.state == MessageState::Dead;
             debug_assert_eq!(dead, m.died_at.is_some(), "died_at {ctx}");
+            debug_assert!(m.ended_at.is_none(), "live with ended_at {ctx}");
             match m.state {
                 MessageState::Scheduled => debug_assert!(m.deliver_at > now, "due {ctx}"),
                 MessageState::Ready => debug_assert!(m.deliver_at <= now, "early {ctx}"),
@@ -313,7 +354,17 @@ impl State {
                     debug_assert!(m.lease_until > Some(now), "expired {ctx}");
                 }
                 MessageState::Dead => {}
+                MessageState::Acked | MessageState::Cancelled => {
+                    debug_assert!(false, "an ended message among the live {ctx}");
+                }
             }
+        }
+        for ((queue, id), (m, until)) in &self.retained {
+            let ctx = format!("retained {queue}/{id} at {now}: {m:?}");
+            debug_assert!(self.queues.contains_key(queue), "orphan {ctx}");
+            debug_assert!(m.state.ended() && m.ended_at.is_some(), "not ended {ctx}");
+            debug_assert!(*until > now, "kept past its time {ctx}");
+            debug_assert!(m.payload.is_empty(), "payload kept {ctx}");
         }
         for ((queue, id), record) in &self.schedules {
             let ctx = format!("schedule {queue}/{id} at {now}: {record:?}");
@@ -380,6 +431,8 @@ impl State {
                 }
                 MessageState::Leased => stats.leased += 1,
                 MessageState::Dead => stats.dead += 1,
+                // Never among the live messages (`debug_check`).
+                MessageState::Acked | MessageState::Cancelled => {}
             }
         }
         let (flow_keys, cooling_keys) = self.key_counts(name, now);
@@ -532,5 +585,6 @@ pub(crate) fn list_key(m: &Message) -> (u64, u64, u64) {
         MessageState::Ready => (u64::from(m.priority), m.deliver_at, m.seq),
         MessageState::Leased => (m.lease_until.unwrap_or(0), m.seq, 0),
         MessageState::Dead => (m.died_at.unwrap_or(0), m.seq, 0),
+        MessageState::Acked | MessageState::Cancelled => (m.ended_at.unwrap_or(0), m.seq, 0),
     }
 }

@@ -26,3 +26,6 @@ delayd_core::conformance_tests_flow!(
 delayd_core::conformance_tests_time_at_call!(
     virtual_time | clock | async move { Arc::new(ModelBroker::with_clock(clock)) }
 );
+delayd_core::conformance_tests_retention!(
+    virtual_time | clock | async move { Arc::new(ModelBroker::with_clock(clock)) }
+);

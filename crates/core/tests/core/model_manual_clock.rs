@@ -28,6 +28,7 @@ async fn setup(max_attempts: u32) -> (ModelBroker, ManualClock, QueueName) {
             multiplier: 1.0,
         }),
         push: None,
+        retain_ms: None,
     };
     broker.put_queue(&q, patch).await.unwrap();
     (broker, clock, q)

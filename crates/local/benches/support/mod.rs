@@ -15,6 +15,17 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// The process's resident memory (from /proc/self/statm), in bytes.
+pub fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
 /// Enqueues `n` messages of 100 bytes to `queue`, 1,000 per call, message
 /// `i` with `schedule(i)`.
 pub async fn enqueue_batched(

@@ -21,7 +21,6 @@
 //! Usage: `delayd-local-crashchild <data-dir> <id-prefix> <schedule-start-ms>`.
 
 use std::collections::VecDeque;
-use std::io::Write;
 use std::sync::Arc;
 
 use delayd_core::{
@@ -38,31 +37,16 @@ const CONSUMERS: usize = 2;
 const SCHEDULES: u64 = 50;
 const SCHEDULE_STAGGER_MS: u64 = 20;
 
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    // A closed stdout means the parent is gone; nothing left to report to.
-    if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
-        std::process::exit(0);
-    }
-}
+#[path = "../child_io.rs"]
+mod child_io;
+use child_io::say;
 
 async fn worker(broker: Arc<LocalBroker>, queue: QueueName, prefix: String, worker: usize) {
     for i in 0u64.. {
         let Ok(id) = MessageId::new(format!("{prefix}-{worker}-{i}")) else {
             return;
         };
-        let request = EnqueueRequest {
-            id: Some(id.clone()),
-            payload: format!("payload {i}").into_bytes(),
-            ..EnqueueRequest::default()
-        };
-        let Ok(results) = broker
-            .enqueue(&queue, vec![request], EnqueueOptions::default())
-            .await
-        else {
-            continue;
-        };
-        if let Some(Ok(outcome)) = results.into_iter().next() {
+        if let Some(outcome) = child_io::enqueue(&broker, &queue, &id, i).await {
             say(&format!("E {} {}", outcome.id, outcome.seq));
         }
         if i % 3 == 0 {

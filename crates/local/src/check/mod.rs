@@ -118,7 +118,7 @@ const RESTORE: &str = "restore the data directory from a backup";
 
 /// Keyspace ids are given by fjall in creation order, which `Store::open`
 /// fixes (pinned by a test).
-const KEYSPACES: [&str; 8] = [
+const KEYSPACES: [&str; 10] = [
     "fjall catalogue",
     "meta",
     "queues",
@@ -127,6 +127,8 @@ const KEYSPACES: [&str; 8] = [
     "due",
     "pinned",
     "schedules",
+    "retained",
+    "expiry",
 ];
 
 fn keyspace_name(id: u64) -> &'static str {
@@ -144,6 +146,8 @@ fn keyspace_holds(id: u64) -> &'static str {
         "due" => "the due-time index of scheduled messages",
         "pinned" => "the index of leased and dead messages",
         "schedules" => "recurring schedules (definition, revision, cursor)",
+        "retained" => "ended messages kept for their queue's retain_ms",
+        "expiry" => "the index of retained messages by the time they go",
         _ => "an unknown keyspace",
     }
 }

@@ -80,6 +80,14 @@ fn decode(keyspace: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
             codec::decode_message_key(value).map(drop)
         }
         "schedules" => schedule_codec::decode_schedule(key, value).map(drop),
+        "retained" => {
+            codec::decode_message_key(key)?;
+            codec::decode_record::<codec::RetainedRecord>(value).map(drop)
+        }
+        "expiry" => {
+            codec::decode_due_key(key)?;
+            codec::decode_message_key(value).map(drop)
+        }
         _ => {
             codec::decode_u64(key)?;
             codec::decode_message_key(value).map(drop)
@@ -91,7 +99,7 @@ fn decode(keyspace: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
 /// `seq 17`; hex when it does not decode.
 pub(crate) fn describe_key(keyspace: &str, key: &[u8]) -> String {
     let described = match keyspace {
-        "messages" => codec::decode_message_key(key)
+        "messages" | "retained" => codec::decode_message_key(key)
             .ok()
             .map(|(q, id)| format!("message {}/{}", q.as_str(), id.as_str())),
         "queues" => codec::decode_queue_key(key)
@@ -101,6 +109,9 @@ pub(crate) fn describe_key(keyspace: &str, key: &[u8]) -> String {
         "due" => codec::decode_due_key(key)
             .ok()
             .map(|(at, seq)| format!("seq {seq} due at {at}")),
+        "expiry" => codec::decode_due_key(key)
+            .ok()
+            .map(|(at, seq)| format!("seq {seq} kept until {at}")),
         "meta" => std::str::from_utf8(key).ok().map(|k| format!("meta {k}")),
         "schedules" => schedule_codec::decode_schedule_key(key)
             .ok()

@@ -21,9 +21,7 @@
 //! between them runs on real time, which is what a crash test is for).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use delayd_core::testkit::support::list_by_state;
@@ -35,6 +33,8 @@ use delayd_history::{
 };
 use delayd_local::{LocalBroker, LocalConfig};
 use rand::rngs::StdRng;
+
+use crate::child::Reporting;
 use rand::{Rng, SeedableRng};
 
 const ROUNDS: usize = 20;
@@ -113,40 +113,25 @@ fn run_child(
     schedule_start: u64,
     kill_after: Duration,
 ) -> Acknowledged {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_delayd-local-crashchild"))
-        .arg(dir)
-        .arg(prefix)
-        .arg(schedule_start.to_string())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn child");
     let mut acked = Acknowledged {
         spawned: wall_ms(),
         ..Acknowledged::default()
     };
-    let stdout = child.stdout.take().expect("child stdout");
-    let (tx, rx) = mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let ready = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("child READY");
-    assert_eq!(ready, "READY");
+    let child = Reporting::spawn(
+        Command::new(env!("CARGO_BIN_EXE_delayd-local-crashchild"))
+            .arg(dir)
+            .arg(prefix)
+            .arg(schedule_start.to_string()),
+    );
+    child.wait_ready();
     acked.started = wall_ms();
     // The kill is at a moment of real time: the point of the test is to
     // catch the child's real threads wherever they are.
     std::thread::sleep(kill_after);
     let killed = wall_ms();
-    child.kill().expect("SIGKILL child");
-    child.wait().expect("reap child");
+    let lines = child.kill();
     acked.killed = (killed, wall_ms());
-    reader.join().expect("reader thread");
-    for line in rx.try_iter() {
+    for line in lines {
         let parts: Vec<&str> = line.split(' ').collect();
         match parts.as_slice() {
             ["E", id, seq] => {

@@ -17,7 +17,6 @@ use delayd_core::{
     Broker, EnqueueOptions, EnqueueRequest, FlowConfig, FlowKey, LeaseRequest, QueueConfigPatch,
     Schedule,
 };
-use delayd_local::{Durability, LocalBroker, LocalConfig};
 
 const HEAVY: usize = 100_000;
 const LIGHT: usize = 100;
@@ -25,15 +24,9 @@ const LIGHT: usize = 100;
 async fn broker(clock: Arc<VirtualClock>) -> Arc<dyn Broker> {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let path = dir.path().to_path_buf();
+    // Outlives the broker (cleaned up with the test's temp files).
     std::mem::forget(dir);
-    let mut config = LocalConfig::new(path);
-    config.clock = clock;
-    config.durability = Durability::Never;
-    Arc::new(
-        LocalBroker::open(config)
-            .await
-            .unwrap_or_else(|e| panic!("open: {e}")),
-    )
+    crate::support::open_virtual(&path, clock).await
 }
 
 fn key(k: &str) -> FlowKey {

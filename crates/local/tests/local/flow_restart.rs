@@ -7,16 +7,14 @@
 //! On virtual time (the broker's clock and tokio's paused together), so the
 //! token arithmetic is exact.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use delayd_core::testkit::support::{self as s, VirtualClock};
+use delayd_core::testkit::support as s;
 use delayd_core::{
     Broker, EnqueueOptions, EnqueueRequest, FlowConfig, LeaseRequest, QueueConfigPatch, QueueName,
     Rate, Schedule,
 };
-use delayd_local::{Durability, LocalBroker, LocalConfig};
 
 const BURST: u32 = 5;
 /// 10 per second: one token every 100 ms.
@@ -26,16 +24,7 @@ const RATE: Rate = Rate {
     burst: BURST,
 };
 
-async fn open(path: &Path, clock: Arc<VirtualClock>) -> Arc<dyn Broker> {
-    let mut config = LocalConfig::new(path);
-    config.clock = clock;
-    config.durability = Durability::Never;
-    Arc::new(
-        LocalBroker::open(config)
-            .await
-            .unwrap_or_else(|e| panic!("open: {e}")),
-    )
-}
+use crate::support::open_virtual as open;
 
 /// Leases what the gate lets through now (no wait) and acks it.
 async fn take_all(b: &Arc<dyn Broker>, q: &QueueName) -> usize {

@@ -4,10 +4,12 @@
 //! beside it would move. The fault tests need the `fault-injection`
 //! feature.
 
+mod child;
 mod clock_jump;
 mod conformance;
 mod corruption;
 mod crash_kill9;
+mod crash_retain;
 mod disk_reserve;
 mod durability_modes;
 #[cfg(feature = "fault-injection")]
@@ -19,8 +21,10 @@ mod flow_restart;
 mod horizon_bounded_memory;
 mod journal_prezero;
 mod model_state_machine;
+mod retention;
 mod schedule_restart;
 mod state_parts;
+mod support;
 mod torn_pages;
 mod torn_write;
 mod waiter_handoff;

@@ -40,6 +40,9 @@ const SCHEDULES: usize = 3;
 /// Fire times lie on whole seconds from here; the clock starts half a
 /// second after it and moves by whole seconds.
 const GRID: u64 = 1_700_000_000_000;
+/// How long the queue keeps ended messages: some outlive a run's clock
+/// moves, some do not.
+const RETAIN_MS: u64 = 1_800_000;
 /// Most the clock moves in one run (less than a lease or a far delay).
 const MAX_ADVANCE_MS: u64 = 20 * 3_600_000;
 
@@ -192,6 +195,7 @@ type MessageView = (
     Vec<u8>,
     Option<u64>,
     Option<u64>,
+    Option<u64>,
 );
 
 async fn snapshot(b: &dyn Broker) -> Snapshot {
@@ -207,6 +211,7 @@ async fn snapshot(b: &dyn Broker) -> Snapshot {
                 m.payload,
                 m.lease_until,
                 m.died_at,
+                m.ended_at,
             )
         });
         messages.push(view.map_err(|e| e.code()));
@@ -275,6 +280,8 @@ impl Pair {
                 multiplier: 1.0,
             }),
             lease_ms: Some(FAR),
+            // Ended messages are kept (and go) by the same rules.
+            retain_ms: Some(RETAIN_MS),
             ..QueueConfigPatch::default()
         };
         local

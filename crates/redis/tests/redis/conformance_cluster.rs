@@ -22,6 +22,7 @@ delayd_core::conformance_tests_extended!(fresh());
 delayd_core::conformance_tests_schedules!(fresh());
 delayd_core::conformance_tests_schedules_extended!(fresh());
 delayd_core::conformance_tests_time_at_call!(fresh_held());
+delayd_core::conformance_tests_retention!(fresh());
 
 /// Flow control keeps a queue's limits and counts under one hash tag, so it
 /// needs one shard per queue (docs/redis.md, "Flow control"); its queues

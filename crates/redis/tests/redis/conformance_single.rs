@@ -24,3 +24,4 @@ delayd_core::conformance_tests_schedules!(fresh());
 delayd_core::conformance_tests_schedules_extended!(fresh());
 delayd_core::conformance_tests_flow!(fresh());
 delayd_core::conformance_tests_time_at_call!(fresh_held());
+delayd_core::conformance_tests_retention!(fresh());

@@ -6,6 +6,9 @@
 //! fire times; Redis fires from its timers and sweep (real time), so
 //! after each step the test waits until Redis has no due cursor left
 //! before comparing (the model fires at its next call, at the same time).
+//! Odd seeds run on a queue that retains ended messages for 30 ms, and
+//! every id is also read with `get` after every step (live, retained or
+//! not found).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,20 +43,41 @@ type View = (
     String,
 );
 
+fn view_of(m: &delayd_core::Message) -> View {
+    (
+        m.id.to_string(),
+        m.state,
+        m.deliver_at,
+        m.priority,
+        m.attempts,
+        m.lease_until,
+        m.died_at,
+        format!(
+            "{:?} key {:?} deferrals {} ended {:?}",
+            m.counters, m.key, m.deferrals, m.ended_at
+        ),
+    )
+}
+
 async fn view(b: &dyn Broker, q: &QueueName) -> Vec<View> {
     let mut out = Vec::new();
     for (_, messages) in list_by_state(b, q, 100).await {
-        for m in messages {
-            out.push((
-                m.id.to_string(),
-                m.state,
-                m.deliver_at,
-                m.priority,
-                m.attempts,
-                m.lease_until,
-                m.died_at,
-                format!("{:?} key {:?} deferrals {}", m.counters, m.key, m.deferrals),
-            ));
+        out.extend(messages.iter().map(view_of));
+    }
+    // Each id by `get` as well: retained messages are listed nowhere.
+    for id in IDS {
+        match b.get(q, &MessageId::new(id).unwrap()).await {
+            Ok(m) => out.push(view_of(&m)),
+            Err(e) => out.push((
+                id.to_owned(),
+                MessageState::Dead,
+                0,
+                0,
+                0,
+                None,
+                None,
+                e.code().to_owned(),
+            )),
         }
     }
     out
@@ -374,6 +398,7 @@ async fn run_steps(
             multiplier: 1.0,
         }),
         push: None,
+        retain_ms: Some(if seed % 2 == 1 { 30 } else { 0 }),
     };
     let mut sides = [
         Side {

@@ -52,14 +52,38 @@ pub struct ListByStateQuery {
     pub after: Option<String>,
 }
 
-/// A message state as the query names it.
+/// A live message state: `scheduled`, `ready`, `leased` or `dead`.
+/// Retained messages are never listed: `acked` and `cancelled` are 400
+/// `invalid_argument` naming `state`.
+// Read through `TryFrom<String>` so that those two get a message saying
+// why, rather than serde's "unknown variant".
 #[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", try_from = "String")]
 pub enum StateParam {
     Scheduled,
     Ready,
     Leased,
     Dead,
+}
+
+impl TryFrom<String> for StateParam {
+    type Error = String;
+
+    fn try_from(state: String) -> Result<Self, String> {
+        match state.as_str() {
+            "scheduled" => Ok(Self::Scheduled),
+            "ready" => Ok(Self::Ready),
+            "leased" => Ok(Self::Leased),
+            "dead" => Ok(Self::Dead),
+            "acked" | "cancelled" => Err(format!(
+                "state {state} is not listed: retained messages are never listed \
+                 (GET /v1/queues/{{queue}}/messages/{{id}} shows one)"
+            )),
+            _ => Err(format!(
+                "state must be one of scheduled, ready, leased, dead; got {state:?}"
+            )),
+        }
+    }
 }
 
 impl From<StateParam> for MessageState {

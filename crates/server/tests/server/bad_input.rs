@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::common::{raw_http, Server};
 
+mod retention;
 mod shape;
 
 const TOKEN: &str = "t0ken";

@@ -319,6 +319,20 @@ async fn list_rejects_bad_parameters() {
             .await;
         assert_invalid_argument(status, &body, query);
     }
+    // Retained messages are never listed: their states are refused by
+    // name, saying why.
+    for state in ["acked", "cancelled"] {
+        let query = format!("state={state}");
+        let (status, body) = server
+            .get(&format!("/v1/queues/orders/messages?{query}"))
+            .await;
+        assert_invalid_argument(status, &body, &query);
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(&format!("state {state}")) && message.contains("never listed"),
+            "{message}"
+        );
+    }
     let (status, body) = server.get("/v1/queues/nope/messages?state=dead").await;
     assert_eq!(status, 404, "{body}");
     assert_eq!(body["error"]["code"], "queue_not_found");

@@ -16,6 +16,7 @@ mod http2_limits;
 mod https;
 mod oversized_content_length;
 mod panic_counted_in_metrics;
+mod retention_api;
 mod schedules_api;
 mod scoped_tokens;
 mod shutdown;

@@ -3,7 +3,8 @@
 //! clear message on a violation. `conformance_tests!` runs the HTTP-visible
 //! ones, `conformance_tests_extended!` the rest; the recurring-schedule
 //! cases have their own two macros, and the cases of time settled at the
-//! call (`time_at_call`) `conformance_tests_time_at_call!`. docs/conformance.md lists
+//! call (`time_at_call`) `conformance_tests_time_at_call!`, retention
+//! `conformance_tests_retention!`. docs/conformance.md lists
 //! them with the choices made where api.md leaves room.
 //!
 //! Each case uses queue names unique to it and to the run, and assumes
@@ -16,6 +17,7 @@ mod flow;
 mod ids;
 mod lifecycle;
 mod queues;
+mod retention;
 mod schedule_support;
 mod schedules;
 mod schedules_wall;
@@ -29,6 +31,7 @@ pub use flow::*;
 pub use ids::*;
 pub use lifecycle::*;
 pub use queues::*;
+pub use retention::*;
 pub use schedules::*;
 pub use schedules_wall::*;
 pub use scheduling::*;

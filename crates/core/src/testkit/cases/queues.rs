@@ -44,6 +44,7 @@ pub async fn queue_put_merges(b: Arc<dyn Broker>) {
         retry,
         push: None,
         flow: None,
+        retain_ms: 0,
     };
     assert_eq!(info.config, expected, "merged config");
     assert_eq!(s::must(b.get_queue(&q).await, "get").config, expected);

@@ -454,7 +454,8 @@ fn valid_bodies() -> Vec<(&'static str, &'static str, Value)> {
                 "push": {"url": "http://127.0.0.1:9/", "timeout_ms": 1, "concurrency": 1,
                     "secret": "s", "headers": {"a": "b"}},
                 "flow": {"rate": rate, "key_rate": rate, "concurrency": 1, "key_concurrency": 1,
-                    "ordered": false, "max_deferrals": 1}}),
+                    "ordered": false, "max_deferrals": 1},
+                "retain_ms": 1000}),
         ),
         ("POST", "/v1/queues/q/messages", enqueue.clone()),
         (
@@ -704,6 +705,14 @@ async fn bad_input_messages_hold_no_rust_type_names() {
         seen.extend(messages(&r).into_iter().map(|m| (c.name.to_owned(), m)));
     }
     for c in flow_cases() {
+        let body = c
+            .body
+            .map(|b| serde_json::to_vec(&b).unwrap())
+            .unwrap_or_default();
+        let r = send(&s, c.method, &c.path, body).await;
+        seen.extend(messages(&r).into_iter().map(|m| (c.name.to_owned(), m)));
+    }
+    for c in super::retention::retain_cases() {
         let body = c
             .body
             .map(|b| serde_json::to_vec(&b).unwrap())

@@ -1,0 +1,237 @@
+//! Retention (api.md, "Retention, replace and debounce"): an acked or
+//! cancelled message of a queue with `retain_ms` is kept on disk, without
+//! its payload, until `ended_at + retain_ms`.
+//!
+//! Nothing of a retained message is in memory: its record lives in the
+//! `retained` keyspace under its message key, and the `expiry` index
+//! (`[until][seq]` → message key) finds it when its time is up. Reads
+//! compare `until` with the call's time, so an id is free exactly then;
+//! the sweeper ([`sweep`]) only reclaims the space, a batch at a time, off
+//! the timer path. A queue's `retained_until` (the latest `until` it ever
+//! wrote) spares an enqueue the disk read once nothing can be retained.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use delayd_core::{BrokerResult, Message, MessageId, MessageState, QueueName};
+
+use crate::broker::Inner;
+use crate::codec::{self, MessageRecord, RetainedRecord};
+use crate::messages::store_err;
+use crate::state::{State, Tx};
+use crate::store::{Space, Store};
+
+/// How often the sweeper looks for records whose time is up.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// Records reclaimed per state-lock hold: each is one point read.
+const SWEEP_BATCH: usize = 64;
+/// Batches per look; the rest waits for the next look.
+const SWEEP_BATCHES: usize = 64;
+
+impl State {
+    /// Ends `rec` (a live message of `queue`, already unlinked and removed
+    /// in `tx`) at `now` as `how`: kept as a retained record when its
+    /// queue retains ended messages.
+    pub fn retain(
+        &mut self,
+        queue: &QueueName,
+        rec: &MessageRecord,
+        how: MessageState,
+        now: u64,
+        tx: &mut Tx,
+    ) -> BrokerResult<()> {
+        debug_assert!(how.ended(), "{how} is not an end");
+        let Ok(q) = self.queue_mut(queue, tx) else {
+            return Ok(());
+        };
+        let Some(until) = q.config().retained_until(now) else {
+            return Ok(());
+        };
+        q.note_retained(until);
+        let retained = RetainedRecord::new(rec, how, now, until);
+        let key = codec::message_key(queue, &rec.id);
+        let value = codec::encode_record(&retained).map_err(store_err)?;
+        tx.ws
+            .put(Space::Expiry, codec::due_key(until, rec.seq), key.clone());
+        tx.ws.put(Space::Retained, key, value);
+        Ok(())
+    }
+
+    /// The retained message `id` of `queue` still kept at `now`, if any.
+    pub fn lookup_retained(
+        &self,
+        store: &Store,
+        queue: &QueueName,
+        id: &MessageId,
+        now: u64,
+    ) -> BrokerResult<Option<RetainedRecord>> {
+        let Some(q) = self.queues.get(queue) else {
+            return Ok(None);
+        };
+        if !q.may_retain(now) {
+            return Ok(None);
+        }
+        let found = self
+            .stored_retained(store, &codec::message_key(queue, id))
+            .map_err(store_err)?;
+        Ok(found.filter(|r| r.until > now))
+    }
+
+    /// A retained record as stored: the open group's write, else the
+    /// engine's.
+    fn stored_retained(
+        &self,
+        store: &Store,
+        key: &[u8],
+    ) -> Result<Option<RetainedRecord>, crate::error::StoreError> {
+        match self.overlay(Space::Retained, key) {
+            Some(Some(value)) => codec::decode_record(value).map(Some),
+            Some(None) => Ok(None),
+            None => store.retained(key),
+        }
+    }
+
+    /// Deletes every retained record of `queue` (its deletion); their
+    /// `expiry` entries are left to the sweeper, which finds nothing.
+    pub fn delete_retained(
+        &mut self,
+        store: &Store,
+        queue: &QueueName,
+        tx: &mut Tx,
+    ) -> BrokerResult<()> {
+        for key in store.queue_retained_keys(queue).map_err(store_err)? {
+            tx.ws.delete(Space::Retained, key);
+        }
+        Ok(())
+    }
+
+    /// Reclaims the `expiry` entries `found` (read from the engine before
+    /// the lock), each with the retained record it names when that record
+    /// is the one whose time is up (not a later one of the same id).
+    fn reclaim(&self, store: &Store, found: &[(u64, u64, Vec<u8>)], now: u64, tx: &mut Tx) {
+        for (until, seq, key) in found {
+            tx.ws.delete(Space::Expiry, codec::due_key(*until, *seq));
+            match self.stored_retained(store, key) {
+                Ok(Some(r)) if r.until <= now => tx.ws.delete(Space::Retained, key.clone()),
+                Ok(_) => {}
+                // Unreadable: left for `delayd check` to name.
+                Err(e) => tracing::warn!(error = %e, "retained record unreadable; kept"),
+            }
+        }
+    }
+}
+
+/// The retained message as `get` shows it.
+pub(crate) fn shown(queue: &QueueName, r: RetainedRecord) -> Message {
+    let mut message = crate::messages::with_payload(queue, r.message, Vec::new());
+    message.ended_at = Some(r.ended_at);
+    message
+}
+
+/// The sweeper task: every [`SWEEP_EVERY`], deletes the retained records
+/// whose time is up, [`SWEEP_BATCH`] per call.
+pub(crate) async fn sweep(inner: Arc<Inner>) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(SWEEP_EVERY) => {}
+            () = inner.stopped() => return,
+        }
+        for _ in 0..SWEEP_BATCHES {
+            match sweep_batch(&inner).await {
+                Ok(full) if full => continue,
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "sweeping retained messages failed; retrying");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// One batch; whether it was full (more may be due).
+async fn sweep_batch(inner: &Arc<Inner>) -> BrokerResult<bool> {
+    let now = inner.clock.now_ms();
+    let store = Arc::clone(&inner.store);
+    let found = tokio::task::spawn_blocking(move || store.expired(now, SWEEP_BATCH))
+        .await
+        .map_err(|e| delayd_core::BrokerError::unavailable(format!("sweeper read: {e}")))?
+        .map_err(store_err)?;
+    if found.is_empty() {
+        return Ok(false);
+    }
+    let full = found.len() == SWEEP_BATCH;
+    inner
+        .write(|state, store, _, tx| {
+            state.reclaim(store, &found, now, tx);
+            Ok(())
+        })
+        .await?;
+    Ok(full)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use delayd_core::testkit::support::{self as s};
+    use delayd_core::{Broker, QueueConfigPatch};
+
+    use crate::{Durability, LocalBroker, LocalConfig};
+
+    /// Retained records and their expiry entries are reclaimed from disk
+    /// once their time is up: nothing of them is left.
+    #[test]
+    fn expired_records_are_reclaimed() {
+        s::run_case_virtual_within(Duration::from_secs(600), |clock| async move {
+            let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+            let mut config = LocalConfig::new(dir.path());
+            config.clock = clock;
+            config.durability = Durability::Never;
+            let broker = LocalBroker::open(config).await.expect("open");
+            let store = Arc::clone(&broker.inner.store);
+            let b: Arc<dyn Broker> = Arc::new(broker);
+            let q = s::queue("expired_records_are_reclaimed", "q");
+            let patch = QueueConfigPatch {
+                retain_ms: Some(2_000),
+                ..QueueConfigPatch::default()
+            };
+            s::must(b.put_queue(&q, patch).await, "put_queue");
+            // More than one sweep batch, acked and cancelled.
+            for i in 0..150 {
+                let id = format!("m{i}");
+                let out = s::put_now(&b, &q, &id).await;
+                if i % 2 == 0 {
+                    s::must(b.cancel(&q, &out.id).await, "cancel");
+                } else {
+                    let d = s::lease_one(&b, &q, None).await;
+                    s::must(b.ack(&q, &d.id, &d.lease_id).await, "ack");
+                }
+            }
+            let kept = || {
+                let expiry = store.expired(u64::MAX, 1_000).expect("expiry");
+                let retained = store.queue_retained_keys(&q).expect("retained");
+                (expiry.len(), retained.len())
+            };
+            // Written to the engine by the sync thread: wait for it.
+            for _ in 0..100 {
+                if kept() == (150, 150) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            assert_eq!(kept(), (150, 150), "every end retained");
+            let mut left = kept();
+            for _ in 0..60 {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                left = kept();
+                if left == (0, 0) {
+                    break;
+                }
+            }
+            assert_eq!(left, (0, 0), "reclaimed after their time");
+            s::must(b.shutdown().await, "shutdown");
+        });
+    }
+}
