@@ -36,7 +36,8 @@
 #      DELAYD_BIN (default $CARGO_TARGET_DIR/release/delayd, built when
 #      missing), COMPARE_BIN (the client; default
 #      $CARGO_TARGET_DIR/release/examples/compare, built), FSYNC_WRITES
-#      (2000), CARGO_TARGET_DIR (target).
+#      (2000), CARGO_TARGET_DIR (target), SERVE_ARGS (more `delayd serve`
+#      flags, word-split: `--message-history off` for history's baseline).
 # Installs the Debian beanstalkd package when missing (and stops the system
 # service the package may start: this script uses its own free ports).
 set -euo pipefail
@@ -159,7 +160,7 @@ for durability in always ${BASELINES:+never}; do
     METRICS_PORT=$(free_port)
     mkdir "$WORK/delayd-$durability"
     RUST_LOG=warn $(pin 0) "$DELAYD_BIN" serve --http "127.0.0.1:$METRICS_PORT" --beanstalk "127.0.0.1:$P" \
-        --data "$WORK/delayd-$durability" --durability "$durability" & SERVER_PID=$!
+        --data "$WORK/delayd-$durability" --durability "$durability" ${SERVE_ARGS:-} & SERVER_PID=$!
     wait_healthy "$METRICS_PORT" "$SERVER_PID"
     serve_runs "delayd-$durability" "$P"
     METRICS_PORT=""

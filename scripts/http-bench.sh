@@ -26,7 +26,9 @@
 #      `taskset`; unpinned otherwise),
 #      MESSAGES (200000), RATE (20000), PORT (17070), BASELINES,
 #      RUNS ("single h2 batch paced"), FSYNC_WRITES (2000),
-#      DELAYD_BIN (default: $CARGO_TARGET_DIR/release/delayd, built).
+#      DELAYD_BIN (default: $CARGO_TARGET_DIR/release/delayd, built),
+#      SERVE_ARGS (more `delayd serve` flags, word-split: `--message-history
+#      off` for history's baseline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -44,7 +46,7 @@ fsync_bench "$bin" "$data_parent" "${FSYNC_WRITES:-2000}"
 for durability in always ${BASELINES:+never}; do
   data="$(mktemp -d -p "$data_parent")"
   $(pin 0) "$bin" serve --http "127.0.0.1:$port" --beanstalk off --data "$data" \
-    --durability "$durability" 2>/dev/null &
+    --durability "$durability" ${SERVE_ARGS:-} 2>/dev/null &
   pid=$!
   wait_healthy "$port" "$pid"
   common=(--server "http://127.0.0.1:$port" --json --payload-size 100 --delay-min 1s --delay-max 3s

@@ -523,6 +523,67 @@ test('retention: the queue page shows retain_ms, a retained message its end and 
   await page.close();
 });
 
+// Answers GET .../messages/{id}/events with the real answer changed by `edit`.
+async function editEventsAnswer(page, edit) {
+  await page.unrouteAll();
+  await page.route((url) => url.pathname.startsWith('/v1/') && url.pathname.endsWith('/events'), async (route) => {
+    const response = await route.fetch();
+    await route.fulfill({ response, json: edit(await response.json()) });
+  });
+}
+
+test('message page: the history as a timeline, and last_error', async () => {
+  const queue = `${QUEUE}-history`;
+  const error = '<b>upstream</b> answered 503';
+  await call('PUT', `/v1/queues/${queue}`, { max_attempts: 2 });
+  await enqueue(queue, { id: 'h-1', payload: 'x' });
+  for (const nack of [{ delay_ms: 0, error }, { delay_ms: 0 }]) {
+    const { messages } = await call('POST', `/v1/queues/${queue}/leases`, { max: 1, wait_ms: 5000 });
+    assert.equal(messages[0]?.id, 'h-1');
+    await call('POST', `/v1/queues/${queue}/messages/h-1/nack`, { lease_id: messages[0].lease_id, ...nack });
+  }
+  const page = await newPage();
+  const fields = await openMessage(page, queue, 'h-1');
+  assert.equal(fields.state, 'dead');
+  assert.equal(fields['last_error'], error, 'a nack without error keeps the last one');
+
+  const events = page.locator('[data-test="history"] [data-test="event"]');
+  await events.first().waitFor();
+  const types = await events.evaluateAll((nodes) => nodes.map((n) => n.dataset.type));
+  assert.deepEqual(types, ['enqueued', 'leased', 'nacked', 'leased', 'nacked', 'dead'], 'oldest first');
+  const texts = await events.allTextContents();
+  assert.match(texts[1], /leased.*attempt 1.*via http.*lease until/);
+  assert.match(texts[2], /nacked.*attempt 1.*retry in 0s/);
+  assert.match(texts[5], /dead.*attempt 2.*out of attempts/);
+  assert.deepEqual(await page.locator('[data-test="event-error"]').allTextContents(), [error], 'the nack error, once');
+  assert.equal(await page.locator('main b').count(), 0, 'an error text is shown as text');
+  assert.equal(await page.locator('[data-test="history-dropped"]').count(), 0);
+  assert.deepEqual(await missingValueTexts(page), [], 'history');
+  await shot(page, 'message-history.png');
+
+  // A long history (older events dropped) and a type a newer server adds.
+  await editEventsAnswer(page, (h) => ({
+    dropped: 7,
+    events: [...h.events, { at: Date.now(), type: 'teleported', attempt: 2, to: 'mars' },
+      { at: Date.now(), type: 'push_failed', attempt: 2, status: null, error: 'connect failed: refused', duration_ms: 3 }],
+  }));
+  await openMessage(page, queue, 'h-1');
+  await page.locator('[data-test="event"][data-type="teleported"]').waitFor();
+  assert.match(await page.locator('[data-test="history-dropped"]').textContent(), /^7 older events not kept/);
+  assert.match(await page.locator('[data-type="teleported"]').textContent(), /teleported.*attempt 2.*to: mars/);
+  assert.match(await page.locator('[data-type="push_failed"]').textContent(), /no answer.*took 3 ms.*connect failed: refused/);
+  assert.deepEqual(await missingValueTexts(page), [], 'dropped events and a newer type');
+
+  // A server without the route: the rest of the page still shows.
+  await page.unrouteAll();
+  await page.route((url) => url.pathname.endsWith('/events'), (route) =>
+    route.fulfill({ status: 404, json: { error: { code: 'not_found', message: 'no such route' } } }));
+  await openMessage(page, queue, 'h-1');
+  await page.locator('[data-test="history"]', { hasText: 'Not available: no such route' }).waitFor();
+  await page.close();
+  await call('DELETE', `/v1/queues/${queue}`);
+});
+
 test('fits a phone-sized screen', async () => {
   const page = await newPage();
   await page.setViewportSize({ width: 390, height: 844 });

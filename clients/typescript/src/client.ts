@@ -13,11 +13,13 @@ import type {
   EnqueueOptions,
   Histogram,
   HistogramOptions,
+  HistoryEvent,
   KeyState,
   LeasedMessage,
   LeaseOptions,
   ListMessagesOptions,
   Message,
+  MessageHistory,
   LiveMessageState,
   NackOptions,
   PayloadInput,
@@ -201,6 +203,15 @@ export class DelaydClient {
    * {@link MessageNotFound} otherwise. */
   async getMessage(queue: string, id: string, opts: CallOptions = {}): Promise<Message> {
     return (await this.call("getMessage", { path: { queue, id }, signal: opts.signal })) as Message;
+  }
+
+  /** `GET .../messages/{id}/events`: the history of a live or retained
+   * message, oldest first (its last 32 events; `dropped` counts the older
+   * ones); {@link MessageNotFound} otherwise. */
+  async events(queue: string, id: string, opts: CallOptions = {}): Promise<MessageHistory> {
+    const answer = await this.call("events", { path: { queue, id }, signal: opts.signal });
+    listOf<HistoryEvent>(answer, "events");
+    return answer as MessageHistory;
   }
 
   /** `GET .../messages?state=`: one live state's messages in that state's

@@ -210,6 +210,67 @@ export type Message = ReceivedPayload & {
   readonly ended_at?: number | null;
 };
 
+// --------------------------------------------------------------- history
+
+/** The frontend a delivery went out through. */
+export type LeaseVia = "http" | "beanstalk" | "push";
+/** Why a delivery was deferred: a nack with `defer: true`, or a push
+ * answered 429 or 503 with `Retry-After`. */
+export type DeferReason = "nack" | "push_429" | "push_503";
+/** Why a message died. */
+export type DeathReason = "max_attempts" | "max_deferrals" | "buried";
+
+/** What every event has: when it happened and the message's attempt
+ * number after it. */
+interface EventBase {
+  /** Epoch ms. */
+  readonly at: number;
+  readonly attempt: number;
+}
+
+/**
+ * One transition of a message, narrowed by `type` to its own fields
+ * (api.md, Message history). A newer server may add types (and fields):
+ * the answer passes them through, so give a `switch` on `type` a
+ * `default` branch rather than assume the list below is all there is.
+ */
+export type HistoryEvent =
+  | (EventBase & { readonly type: "enqueued" })
+  /** Its content replaced by an enqueue of its id (`on_conflict`);
+   * `after_lease`: it became the successor of the leased message. */
+  | (EventBase & { readonly type: "replaced"; readonly after_lease: boolean })
+  /** `PATCH`. */
+  | (EventBase & { readonly type: "rescheduled" })
+  | (EventBase & { readonly type: "leased"; readonly lease_until: number; readonly via: LeaseVia })
+  | (EventBase & { readonly type: "acked" })
+  /** `delay_ms` and `error` are `null` when the nack gave none. */
+  | (EventBase & { readonly type: "nacked"; readonly delay_ms: number | null; readonly error: string | null })
+  /** Due again at `until`; the attempt was given back. */
+  | (EventBase & { readonly type: "deferred"; readonly until: number; readonly reason: DeferReason })
+  /** Its lease ran out (`at` is the lease's end). */
+  | (EventBase & { readonly type: "expired" })
+  /** `status` is `null` for a transport error; `error` is also the
+   * message's `last_error`. */
+  | (EventBase & {
+      readonly type: "push_failed";
+      readonly status: number | null;
+      readonly error: string;
+      readonly duration_ms: number;
+    })
+  | (EventBase & { readonly type: "dead"; readonly reason: DeathReason })
+  | (EventBase & { readonly type: "redriven" })
+  | (EventBase & { readonly type: "cancelled" });
+
+/** An event's `type`. */
+export type EventType = HistoryEvent["type"];
+
+/** `GET .../messages/{id}/events`: the message's last 32 events, oldest
+ * first, and how many older ones were dropped. */
+export interface MessageHistory {
+  readonly events: readonly HistoryEvent[];
+  readonly dropped: number;
+}
+
 /** `PATCH .../messages/{id}`: `delay_ms` or `deliver_at`, and/or
  * `priority`. */
 export interface RescheduleOptions {

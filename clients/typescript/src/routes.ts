@@ -109,6 +109,7 @@ export const ROUTES = {
   },
   listMessages: { method: "GET", path: `${Q}/messages`, query: ["state", "limit", "after"], retry: "always" },
   getMessage: { method: "GET", path: M, retry: "always" },
+  events: { method: "GET", path: `${M}/events`, retry: "always" },
   cancel: { method: "DELETE", path: M, retry: "never" },
   reschedule: {
     method: "PATCH",

@@ -15,6 +15,7 @@
 //!   key view.
 //! - [`message`]: enqueue (one, batch), the message object, `PATCH`.
 //! - [`consume`]: lease, ack, batch ack, nack, extend.
+//! - [`events`]: a message's history (its events, oldest first).
 //! - [`dead`]: the redrive body and its answer.
 //! - [`schedule`]: recurring schedules: the `PUT` body, the schedule object,
 //!   the list, the preview.
@@ -66,6 +67,7 @@ pub mod consume;
 pub mod dashboard;
 pub mod dead;
 pub mod error;
+pub mod events;
 pub mod flow;
 pub mod message;
 mod nullable;
@@ -81,6 +83,7 @@ pub use consume::{
 pub use dashboard::Histogram;
 pub use dead::{RedriveBody, Redriven};
 pub use error::{ErrorBody, ErrorDetail, Status};
+pub use events::{Event, EventKind, History};
 pub use flow::{FlowBody, FlowView, KeyInfo, RateBody, RateView};
 pub use message::{
     BatchBody, BatchItemResult, BatchResults, EnqueueBody, Enqueued, Message, MessageList,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use delayd_core::metric::{self, Stage};
-use delayd_core::{BrokerError, Delivery, LeaseRequest, MessageState, Nack, QueueName};
+use delayd_core::{BrokerError, Delivery, LeaseRequest, MessageState, Nack, QueueName, Via};
 
 use crate::reply;
 use crate::shared::{error_reply, Held, Session, Shared};
@@ -157,7 +157,10 @@ impl Session {
                 wait_ms: wait.as_millis() as u64,
                 lease_ms: None,
             };
-            let leased = self.shared.broker.lease(&self.watching, request).await?;
+            let broker = &self.shared.broker;
+            let leased = broker
+                .lease_via(&self.watching, request, Via::Beanstalk)
+                .await?;
             if !leased.is_empty() {
                 return Ok(Reserved::Jobs(leased));
             }
@@ -253,6 +256,7 @@ impl Session {
             priority: Some(pri),
             may_die: false,
             error: None,
+            push: None,
         };
         let broker = &self.shared.broker;
         broker

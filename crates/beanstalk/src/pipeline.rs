@@ -115,6 +115,7 @@ impl Session {
                     priority: Some(pri),
                     may_die: false,
                     error: None,
+                    push: None,
                 };
                 let call = PipelinedCall::Nack {
                     queue,

@@ -124,6 +124,7 @@ async fn release_held(broker: &dyn delayd_core::Broker, held: Held) {
         priority: None,
         may_die: false,
         error: None,
+        push: None,
     };
     if let Err(error) = broker.nack(&held.queue, &held.id, &held.lease, nack).await {
         tracing::debug!(queue = %held.queue, id = %held.id, %error, "releasing a closed connection's job");

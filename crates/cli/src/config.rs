@@ -111,6 +111,11 @@ pub struct ServeArgs {
     /// [default: 64MiB].
     #[arg(long, value_name = "SIZE")]
     pub cache_size: Option<String>,
+    /// Whether the embedded store keeps each message's history (`GET
+    /// .../events`): `on` or `off` (no event is written; the history
+    /// answered is empty) [default: on].
+    #[arg(long, value_name = "on|off")]
+    pub message_history: Option<String>,
     /// Most open client connections, HTTP and beanstalkd together (split
     /// evenly when both listen) [default: from the file-descriptor limit].
     #[arg(long, value_name = "N")]
@@ -187,6 +192,8 @@ pub enum StoreConfig {
         disk_reserve: u64,
         /// The block cache, bytes.
         cache_size: usize,
+        /// `--message-history`: messages keep their history.
+        history: bool,
     },
     Redis {
         /// Split by `delayd_redis::RedisConfig::from_store_arg`.

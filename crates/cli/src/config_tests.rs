@@ -51,6 +51,7 @@ fn defaults() {
             horizon: None,
             disk_reserve: 64 << 20,
             cache_size: 64 << 20,
+            history: true,
         }
     );
     assert_eq!(c.options, delayd_server::ServerOptions::default());
@@ -90,6 +91,20 @@ fn disk_reserve_from_flag_env_and_file() {
     assert_eq!(local(&c).1, 0);
     let bad = ServeConfig::resolve(&args(&["--disk-reserve", "lots"]), env(&[]));
     assert!(bad.unwrap_err().to_string().contains("disk_reserve"));
+}
+
+#[test]
+fn message_history_on_or_off() {
+    let history = |c: &ServeConfig| match &c.store {
+        StoreConfig::Local { history, .. } => *history,
+        other => panic!("expected the embedded store, got {other:?}"),
+    };
+    let c = ServeConfig::resolve(&args(&["--message-history", "off"]), env(&[])).unwrap();
+    assert!(!history(&c));
+    let c = ServeConfig::resolve(&args(&[]), env(&[("DELAYD_MESSAGE_HISTORY", "off")])).unwrap();
+    assert!(!history(&c));
+    let bad = ServeConfig::resolve(&args(&["--message-history", "maybe"]), env(&[]));
+    assert!(bad.unwrap_err().to_string().contains("message_history"));
 }
 
 #[test]
@@ -189,6 +204,7 @@ fn stores_and_durability() {
             horizon: None,
             disk_reserve: 64 << 20,
             cache_size: 64 << 20,
+            history: true,
         }
     );
     let e = env(&[

@@ -187,6 +187,8 @@ enum Command {
     /// Show one message by id, in any state (a retained acked or cancelled
     /// one too), without leasing it.
     Message(message::MessageArgs),
+    /// Show a message's history: its last events, oldest first.
+    Events(message::EventsArgs),
     /// List queues with their message counts.
     Queues(commands::QueuesArgs),
     /// Show one queue: config, pause state and counts.
@@ -234,6 +236,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Nack(args) => commands::nack(args).await,
         Command::Cancel(args) => commands::cancel(args).await,
         Command::Message(args) => message::show(args).await,
+        Command::Events(args) => message::events(args).await,
         Command::Queues(args) => commands::queues(args).await,
         Command::Stats(args) => commands::stats(args).await,
         Command::Key(args) => flow::key(args).await,

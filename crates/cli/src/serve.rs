@@ -175,8 +175,10 @@ pub(crate) async fn open_broker(config: &ServeConfig) -> anyhow::Result<Arc<dyn 
             horizon,
             disk_reserve,
             cache_size,
+            history,
         } => {
             let mut local = delayd_local::LocalConfig::new(data_dir);
+            local.history = *history;
             local.durability = *durability;
             local.disk_reserve = *disk_reserve;
             local.payload_cache_bytes = *cache_size;

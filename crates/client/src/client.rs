@@ -8,8 +8,8 @@ use serde::Serialize;
 use url::Url;
 
 use delayd_api::{
-    AckBody, AckResults, AcksBody, BatchBody, BatchItemResult, BatchResults, ExtendBody, KeyInfo,
-    LeasedList, MessageList, NackBody, QueueList, RedriveBody, Redriven, Whoami,
+    AckBody, AckResults, AcksBody, BatchBody, BatchItemResult, BatchResults, ExtendBody, History,
+    KeyInfo, LeasedList, MessageList, NackBody, QueueList, RedriveBody, Redriven, Whoami,
 };
 
 use crate::error::ClientError;
@@ -220,6 +220,15 @@ impl Client {
 
     pub async fn get_message(&self, queue: &str, id: &str) -> Result<MessageView, ClientError> {
         let path = ["v1", "queues", queue, "messages", id];
+        self.call(Method::GET, &path, None::<&()>).await
+    }
+
+    /// `GET .../messages/{id}/events`: the history of a live or retained
+    /// message, oldest first (its last 32 events; `dropped` counts the
+    /// older ones). An event type this client does not know reads as
+    /// [`EventKind::Other`](crate::wire::EventKind::Other).
+    pub async fn events(&self, queue: &str, id: &str) -> Result<History, ClientError> {
+        let path = ["v1", "queues", queue, "messages", id, "events"];
         self.call(Method::GET, &path, None::<&()>).await
     }
 

@@ -2,7 +2,7 @@
 //!
 //! # Layout
 //! - [`client`]: [`Client`], one method per endpoint (queues, enqueue and
-//!   batch enqueue, get/cancel/reschedule, lease/ack/nack/defer/extend,
+//!   batch enqueue, get/events/cancel/reschedule, lease/ack/nack/defer/extend,
 //!   flow keys, dead letters and redrive, health, readiness, metrics).
 //! - [`schedules`]: [`Client`]'s recurring-schedule methods (put, get,
 //!   list, delete, pause, resume, trigger, preview).
@@ -53,7 +53,7 @@ pub use delayd_api::Whoami;
 pub use error::ClientError;
 pub use schedules::PutSchedule;
 pub use wire::{
-    AckItem, Enqueued, ErrorDetail, FlowSpec, FlowView, KeyInfo, LeaseOptions, Leased, MessageView,
-    NewMessage, Payload, PushSpec, PushView, Queue, QueueConfigView, QueuePut, QueueStats,
-    RateSpec, RateView, Reschedule, Retry,
+    AckItem, Enqueued, ErrorDetail, Event, EventKind, FlowSpec, FlowView, History, KeyInfo,
+    LeaseOptions, Leased, MessageView, NewMessage, Payload, PushSpec, PushView, Queue,
+    QueueConfigView, QueuePut, QueueStats, RateSpec, RateView, Reschedule, Retry,
 };

@@ -13,8 +13,8 @@
 //! the wire crate's types so that callers need not change.
 
 pub use delayd_api::{
-    encode_base64, AckItem, Enqueued, ErrorBody, ErrorDetail, Extended, FlowView, KeyInfo, Leased,
-    Message, Payload, PushView, Queue, QueueConfig, QueueStats, RateView,
+    encode_base64, AckItem, Enqueued, ErrorBody, ErrorDetail, Event, EventKind, Extended, FlowView,
+    History, KeyInfo, Leased, Message, Payload, PushView, Queue, QueueConfig, QueueStats, RateView,
 };
 pub use delayd_api::{
     CatchupMode, OverlapMode, PreviewBody, Schedule, ScheduleMessage, ScheduleMessageBody,

@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use async_trait::async_trait;
 
 use crate::error::BrokerResult;
+use crate::events::{History, Via};
 use crate::flow::{FlowKey, KeyInfo};
 use crate::message::{
     Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, LeaseRequest, ListQuery, Message,
@@ -123,15 +124,33 @@ pub trait Broker: Send + Sync + 'static {
     /// (priority, deliver_at, seq) order. Answers at once when any are ready; otherwise waits until
     /// one becomes ready, `wait_ms` passes, or the broker shuts down (then
     /// an empty list). Paused and unknown queues give nothing (unknown
-    /// queues are not created).
+    /// queues are not created). An HTTP lease: [`lease_via`](Self::lease_via)
+    /// with [`Via::Http`].
     async fn lease(
         &self,
         queues: &[QueueName],
         request: LeaseRequest,
+    ) -> BrokerResult<Vec<Delivery>> {
+        self.lease_via(queues, request, Via::Http).await
+    }
+
+    /// [`lease`](Self::lease) for the frontend `via`, which each delivery's
+    /// `leased` event names (api.md, "Message history").
+    async fn lease_via(
+        &self,
+        queues: &[QueueName],
+        request: LeaseRequest,
+        via: Via,
     ) -> BrokerResult<Vec<Delivery>>;
 
+    /// The history of a live or retained message (api.md, "Message
+    /// history"): its last [`crate::HISTORY_LEN`] events, oldest first, and
+    /// how many older ones were dropped. Any other id: `MessageNotFound`.
+    async fn events(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<History>;
+
     /// Leases one specific message that is scheduled, ready or dead
-    /// (beanstalkd `reserve-job`). Leased: `InvalidState`.
+    /// (beanstalkd `reserve-job`; its event names [`Via::Beanstalk`]).
+    /// Leased: `InvalidState`.
     async fn lease_message(
         &self,
         queue: &QueueName,

@@ -277,6 +277,9 @@ pub struct Nack {
     /// Why the delivery failed (at most [`MAX_ERROR_BYTES`]): kept as the
     /// message's `last_error`.
     pub error: Option<String>,
+    /// Set by the push dispatcher: the failed push this nack reports (its
+    /// event is `push_failed`, or a deferral for `push_429`/`push_503`).
+    pub push: Option<crate::events::PushFailure>,
 }
 
 impl Default for Nack {
@@ -287,6 +290,7 @@ impl Default for Nack {
             may_die: true,
             defer: false,
             error: None,
+            push: None,
         }
     }
 }
@@ -306,6 +310,31 @@ impl Nack {
                 )))
             }
             _ => Ok(()),
+        }
+    }
+
+    /// The history event of the failed delivery this nack reports (not a
+    /// deferral): `push_failed` for the push dispatcher's, else `nacked`.
+    pub fn event(&self) -> crate::events::EventKind {
+        match self.push {
+            Some(push) => crate::events::EventKind::PushFailed {
+                status: push.status,
+                error: self.error.clone().unwrap_or_default(),
+                duration_ms: push.duration_ms,
+            },
+            None => crate::events::EventKind::Nacked {
+                delay_ms: self.delay_ms,
+                error: self.error_text().map(str::to_owned),
+            },
+        }
+    }
+
+    /// Why a deferral by this nack happened (its event's `reason`).
+    pub fn defer_reason(&self) -> crate::events::DeferReason {
+        match self.push.and_then(|p| p.status) {
+            Some(429) => crate::events::DeferReason::Push429,
+            Some(503) => crate::events::DeferReason::Push503,
+            _ => crate::events::DeferReason::Nack,
         }
     }
 

@@ -94,7 +94,10 @@ pub async fn run_call<B: Broker + ?Sized>(
                 wait_ms: 0,
                 lease_ms,
             };
-            let leased = broker.lease(&queues, request).await;
+            // Pipelines are beanstalkd connections'.
+            let leased = broker
+                .lease_via(&queues, request, crate::events::Via::Beanstalk)
+                .await;
             let stop = stops_after_lease(&leased, max);
             return (PipelinedResult::Leased(leased), stop);
         }

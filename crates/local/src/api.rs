@@ -4,9 +4,9 @@
 use async_trait::async_trait;
 use delayd_core::{
     check_ack_batch, Broker, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome,
-    EnqueueRequest, LeaseId, LeaseRequest, ListQuery, Message, MessageId, MessageState, Nack,
-    PipelinedCall, PipelinedResult, QueueConfigPatch, QueueInfo, QueueName, Redrive, Reschedule,
-    ScheduleDefinition, ScheduleId, ScheduleRecord, Settling, Upsert,
+    EnqueueRequest, History, LeaseId, LeaseRequest, ListQuery, Message, MessageId, MessageState,
+    Nack, PipelinedCall, PipelinedResult, QueueConfigPatch, QueueInfo, QueueName, Redrive,
+    Reschedule, ScheduleDefinition, ScheduleId, ScheduleRecord, Settling, Upsert, Via,
 };
 
 use crate::broker::LocalBroker;
@@ -152,13 +152,19 @@ impl Broker for LocalBroker {
             .read_scan(|state, store, _| state.list(store, queue, query))
     }
 
-    async fn lease(
+    async fn lease_via(
         &self,
         queues: &[QueueName],
         request: LeaseRequest,
+        via: Via,
     ) -> BrokerResult<Vec<Delivery>> {
         request.validate()?;
-        self.inner.lease(queues, request).await
+        self.inner.lease(queues, request, via).await
+    }
+
+    async fn events(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<History> {
+        self.inner
+            .read(|state, store, now| state.history(store, queue, id, now))
     }
 
     async fn lease_message(
@@ -179,7 +185,8 @@ impl Broker for LocalBroker {
                         reason: "the message is already leased",
                     });
                 }
-                let rec = state.lease_record(queue, old, lease_ms, now, tx)?;
+                // `reserve-job`: beanstalkd's.
+                let rec = state.lease_record(queue, old, lease_ms, Via::Beanstalk, now, tx)?;
                 let leased = delayd_core::metric::Lateness::of(delayd_core::metric::Stage::Leased);
                 state.delivery(queue.clone(), rec, now, &leased)
             })

@@ -105,6 +105,7 @@ impl LocalBroker {
             Occasion::Start,
             config.clock.now_ms(),
             config.horizon_ms,
+            config.history,
         )?;
         store.arm_faults(Arc::new(crate::fault::from_config(&config)));
         let store = Arc::new(store);
@@ -350,4 +351,20 @@ impl Inner {
         })?;
         view(&state, &self.store, now)
     }
+}
+
+/// A broker on a fresh directory reading `clock`, durability `never`, with
+/// its store (for the tests that look at what is on disk) and the
+/// directory (removed when dropped).
+#[cfg(test)]
+pub(crate) async fn open_for_test(
+    clock: Arc<delayd_core::testkit::support::VirtualClock>,
+) -> (Arc<dyn delayd_core::Broker>, Arc<Store>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let mut config = LocalConfig::new(dir.path());
+    config.clock = clock;
+    config.durability = crate::Durability::Never;
+    let broker = LocalBroker::open(config).await.expect("open");
+    let store = Arc::clone(&broker.inner.store);
+    (Arc::new(broker), store, dir)
 }

@@ -48,6 +48,10 @@ pub(crate) struct MessageRecord {
     /// The last failure's text ([`delayd_core::Message::last_error`];
     /// version 3).
     pub last_error: Option<Box<str>>,
+    /// Events appended to its history so far (version 4): the kept ones
+    /// are the last [`delayd_core::HISTORY_LEN`] of them, in the `events`
+    /// keyspace under `[seq][n]`.
+    pub events: u32,
 }
 
 impl MessageRecord {
@@ -149,15 +153,66 @@ pub(crate) trait Record: Serialize + for<'de> Deserialize<'de> {
 }
 
 /// Version 2 added `key` and `deferrals` (flow control); version 3
-/// `last_error`.
+/// `last_error`; version 4 `events`.
 impl Record for MessageRecord {
-    const VERSION: u8 = 3;
+    const VERSION: u8 = 4;
 
     fn upgrade(version: u8, bytes: &[u8]) -> Option<Result<Self, StoreError>> {
         match version {
             1 => Some(postcard_decode::<MessageRecordV1>(bytes).map(MessageRecord::from)),
             2 => Some(postcard_decode::<MessageRecordV2>(bytes).map(MessageRecord::from)),
+            3 => Some(postcard_decode::<MessageRecordV3>(bytes).map(MessageRecord::from)),
             _ => None,
+        }
+    }
+}
+
+/// One event of a message's history (the `events` keyspace): the core
+/// [`Event`](delayd_core::Event) as postcard writes it (a core type: its
+/// serde derives shape these bytes, pinned by `golden`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct EventRecord {
+    pub event: delayd_core::Event,
+}
+
+impl Record for EventRecord {}
+
+/// The key of event `n` (counted from 0 over the message's life) of the
+/// message with `seq`: a message's events are one prefix, in order.
+pub(crate) fn event_key(seq: u64, n: u32) -> [u8; 12] {
+    let mut key = [0u8; 12];
+    key[..8].copy_from_slice(&seq.to_be_bytes());
+    key[8..].copy_from_slice(&n.to_be_bytes());
+    key
+}
+
+/// The (seq, n) of an `events` key.
+pub(crate) fn decode_event_key(key: &[u8]) -> Result<(u64, u32), StoreError> {
+    let (Some(seq), Some(n)) = (key.get(..8), key.get(8..12)) else {
+        return Err(StoreError::Corrupt("short event key".into()));
+    };
+    if key.len() != 12 {
+        return Err(StoreError::Corrupt("event key of the wrong length".into()));
+    }
+    let mut s = [0u8; 8];
+    s.copy_from_slice(seq);
+    let mut k = [0u8; 4];
+    k.copy_from_slice(n);
+    Ok((u64::from_be_bytes(s), u32::from_be_bytes(k)))
+}
+
+/// [`MessageRecord`] as version 3 stored it: no history.
+#[derive(Deserialize)]
+struct MessageRecordV3 {
+    v2: MessageRecordV2,
+    last_error: Option<Box<str>>,
+}
+
+impl From<MessageRecordV3> for MessageRecord {
+    fn from(old: MessageRecordV3) -> Self {
+        MessageRecord {
+            last_error: old.last_error,
+            ..MessageRecord::from(old.v2)
         }
     }
 }
@@ -272,6 +327,7 @@ impl From<MessageRecordV1> for MessageRecord {
             key: None,
             deferrals: 0,
             last_error: None,
+            events: 0,
         }
     }
 }
@@ -569,17 +625,32 @@ mod golden {
             key: Some(FlowKey::new("tenant-1").expect("key")),
             deferrals: 2,
             last_error: Some("boom".into()),
+            events: 5,
         }
     }
 
+    /// version 04: version 03's fields, then events 5.
+    const MESSAGE: &str = "04086f726465722d3432ac020280d095ffbc3198c895ffbc3180080201050001\
+b0ba97ffbc3101024c31000100000301016b0176010874656e616e742d31020104626f6f6d05";
+
     /// version 03: version 02's fields, then last_error Some("boom").
-    const MESSAGE: &str = "03086f726465722d3432ac020280d095ffbc3198c895ffbc3180080201050001\
+    const MESSAGE_V3: &str = "03086f726465722d3432ac020280d095ffbc3198c895ffbc3180080201050001\
 b0ba97ffbc3101024c31000100000301016b0176010874656e616e742d31020104626f6f6d";
 
     /// version 02: version 01's fields, then key Some("tenant-1"),
     /// deferrals 2.
     const MESSAGE_V2: &str = "02086f726465722d3432ac020280d095ffbc3198c895ffbc3180080201050001\
 b0ba97ffbc3101024c31000100000301016b0176010874656e616e742d3102";
+
+    /// A store written before message history still opens: its message
+    /// records (version 3) read with no events.
+    #[test]
+    fn message_record_version_3_reads() {
+        let decoded: MessageRecord = decode_record(&unhex(MESSAGE_V3)).expect("decode");
+        let mut expected = message();
+        expected.events = 0;
+        assert_eq!(decoded, expected);
+    }
 
     /// A store written before `last_error` still opens: its message records
     /// (version 2) read with none.
@@ -588,6 +659,7 @@ b0ba97ffbc3101024c31000100000301016b0176010874656e616e742d3102";
         let decoded: MessageRecord = decode_record(&unhex(MESSAGE_V2)).expect("decode");
         let mut expected = message();
         expected.last_error = None;
+        expected.events = 0;
         assert_eq!(decoded, expected);
     }
 
@@ -600,6 +672,7 @@ b0ba97ffbc3101024c31000100000301016b0176010874656e616e742d3102";
         expected.key = None;
         expected.deferrals = 0;
         expected.last_error = None;
+        expected.events = 0;
         assert_eq!(decoded, expected);
     }
 
@@ -684,6 +757,60 @@ b0ba97ffbc3101024c31000100000301016b0176";
         assert_eq!(decoded, queue_without_retention());
     }
 
+    /// Events of each shape: a plain one, one with fields, one with
+    /// optional fields set.
+    fn events() -> Vec<EventRecord> {
+        use delayd_core::{DeathReason, Event, EventKind, Via};
+        [
+            EventKind::Enqueued,
+            EventKind::Leased {
+                lease_until: 1_700_000_030_000,
+                via: Via::Beanstalk,
+            },
+            EventKind::PushFailed {
+                status: Some(503),
+                error: "HTTP 503: busy".into(),
+                duration_ms: 12,
+            },
+            EventKind::Dead {
+                reason: DeathReason::MaxDeferrals,
+            },
+        ]
+        .into_iter()
+        .map(|kind| EventRecord {
+            event: Event {
+                at: 1_700_000_000_000,
+                attempt: 2,
+                kind,
+            },
+        })
+        .collect()
+    }
+
+    #[test]
+    fn event_record_bytes() {
+        let bytes: Vec<String> = events()
+            .iter()
+            .map(|e| hex(&encode_record(e).expect("encode")))
+            .collect();
+        assert_eq!(bytes, EVENTS);
+        for e in events() {
+            let encoded = encode_record(&e).expect("encode");
+            assert_eq!(decode_record::<EventRecord>(&encoded).expect("decode"), e);
+        }
+        assert_eq!(decode_event_key(&event_key(300, 7)).expect("key"), (300, 7));
+        assert!(event_key(300, 7) < event_key(300, 8) && event_key(300, 9) < event_key(301, 0));
+    }
+
+    /// version 01, at (varint), attempt 2, then the kind: its variant index
+    /// (0 enqueued, 3 leased, 8 push_failed, 9 dead) and fields.
+    const EVENTS: [&str; 4] = [
+        "0180d095ffbc310200",
+        "0180d095ffbc310203b0ba97ffbc3101",
+        "0180d095ffbc31020801f7030e48545450203530333a20627573790c",
+        "0180d095ffbc31020901",
+    ];
+
     fn retained() -> RetainedRecord {
         RetainedRecord::new(
             &message(),
@@ -758,10 +885,10 @@ b0ba97ffbc3101024c31000100000301016b0176";
 050001080101016401ffffffffffffffffff01070102";
 
     /// The message of [`message`] acked at 1700000001000 and kept until
-    /// 1700003601000: its record as version 3 writes it (state 4, `Acked`;
-    /// lease cleared), then the two times.
+    /// 1700003601000: its record as version 4 writes it (state 4, `Acked`;
+    /// lease cleared; events 5), then the two times.
     const RETAINED: &str = "01086f726465722d3432ac020480d095ffbc3198c895ffbc318008020105000000000100000301016b01760108\
-74656e616e742d31020104626f6f6de8d795ffbc31e8b4f180bd31";
+74656e616e742d31020104626f6f6d05e8d795ffbc31e8b4f180bd31";
 
     /// The same queue as version 2 wrote it (no flow).
     const QUEUE_V2: &str = "02b0ea010ae80780dddb0100000000000000400117687474703a2f2f3132372e302e\

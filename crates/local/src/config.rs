@@ -55,6 +55,10 @@ pub struct LocalConfig {
     /// the state lock for a whole time slice (docs/storage.md, "The
     /// engine's background work").
     pub engine_nice: Option<i32>,
+    /// Whether messages keep a history (api.md, "Message history"): one
+    /// write per transition to the `events` keyspace (docs/storage.md,
+    /// "Message history"). Off, `events` answers an empty history.
+    pub history: bool,
     /// Engine operations to fail (tests of the failure paths).
     #[cfg(any(test, feature = "fault-injection"))]
     pub faults: crate::fault::FaultPlan,
@@ -85,6 +89,7 @@ impl LocalConfig {
             payload_cache_bytes: Self::DEFAULT_PAYLOAD_CACHE_BYTES,
             disk_reserve: Self::DEFAULT_DISK_RESERVE,
             engine_nice: None,
+            history: true,
             #[cfg(any(test, feature = "fault-injection"))]
             faults: crate::fault::FaultPlan::default(),
         }
@@ -99,6 +104,7 @@ impl std::fmt::Debug for LocalConfig {
             .field("horizon_ms", &self.horizon_ms)
             .field("payload_cache_bytes", &self.payload_cache_bytes)
             .field("engine_nice", &self.engine_nice)
+            .field("history", &self.history)
             .field("disk_reserve", &self.disk_reserve)
             .finish_non_exhaustive()
     }

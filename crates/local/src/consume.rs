@@ -2,8 +2,8 @@
 //! running out. Each runs under the state lock.
 
 use delayd_core::{
-    metric, metric::Stage, BrokerError, BrokerResult, Delivery, LeaseId, MessageId, MessageState,
-    Nack, QueueName,
+    metric, metric::Stage, BrokerError, BrokerResult, DeathReason, Delivery, EventKind, LeaseId,
+    MessageId, MessageState, Nack, QueueName, Via,
 };
 
 use crate::codec::{self, MessageRecord};
@@ -71,7 +71,9 @@ pub(crate) struct Failure {
     pub delay_ms: Option<u64>,
     pub priority: Option<u32>,
     pub may_die: bool,
-    pub timed_out: bool,
+    /// Its history event: `expired` (a lease that ran out), `nacked` or
+    /// `push_failed`.
+    pub event: EventKind,
     /// When it failed: the call's `now` for a nack, the deadline for an
     /// expired lease (api.md: the backoff counts from the expiry).
     pub at: u64,
@@ -129,7 +131,14 @@ impl State {
                 // Whether this waiter's messages need the fsync, apart
                 // from the other waiters'.
                 let others = std::mem::take(&mut tx.reads_undurable);
-                let leased = self.lease_ready(&waiter.queues, waiter.max, waiter.lease_ms, now, tx);
+                let leased = self.lease_ready(
+                    &waiter.queues,
+                    waiter.max,
+                    waiter.lease_ms,
+                    waiter.via,
+                    now,
+                    tx,
+                );
                 let undurable = std::mem::replace(&mut tx.reads_undurable, others);
                 match leased {
                     Ok(leased) if leased.is_empty() => {
@@ -158,6 +167,7 @@ impl State {
         queue: &QueueName,
         old: MessageRecord,
         lease_ms: Option<u64>,
+        via: Via,
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<MessageRecord> {
@@ -168,9 +178,12 @@ impl State {
         let mut new = old.clone();
         new.state = MessageState::Leased;
         new.attempts = new.attempts.saturating_add(1);
-        new.lease_until = Some(now.saturating_add(lease_ms));
+        let lease_until = now.saturating_add(lease_ms);
+        new.lease_until = Some(lease_until);
         new.lease_id = Some(LeaseId::generate());
         new.died_at = None;
+        let event = EventKind::Leased { lease_until, via };
+        self.append_event(&mut new, now, event, tx)?;
         self.unlink(queue, &old.id);
         self.place(queue, Some(&old), new.clone(), now, tx)?;
         Ok(new)
@@ -182,6 +195,7 @@ impl State {
         queues: &[QueueName],
         max: u32,
         lease_ms: Option<u64>,
+        via: Via,
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<Vec<(QueueName, MessageRecord)>> {
@@ -198,7 +212,7 @@ impl State {
             else {
                 break;
             };
-            let leased = self.lease_record(&queue, old, lease_ms, now, tx)?;
+            let leased = self.lease_record(&queue, old, lease_ms, via, now, tx)?;
             out.push((queue, leased));
             // The key's next message may go out in the same call.
             self.refresh_flow(now, tx);
@@ -242,8 +256,7 @@ impl State {
     ) -> BrokerResult<()> {
         let rec = self.check_lease(store, queue, id, lease)?;
         self.unlink(queue, id);
-        self.remove(queue, &rec, tx)?;
-        self.retain(queue, &rec, MessageState::Acked, now, tx)
+        self.end(queue, rec, MessageState::Acked, now, tx)
     }
 
     #[expect(
@@ -272,7 +285,7 @@ impl State {
             delay_ms: nack.delay_ms,
             priority: nack.priority,
             may_die: nack.may_die,
-            timed_out: false,
+            event: nack.event(),
             at: now,
         };
         self.fail(queue, rec, failure, now, tx)
@@ -309,19 +322,27 @@ impl State {
             new.priority = priority;
         }
         metrics::counter!(metric::FLOW_DEFERRALS_TOTAL, "queue" => queue.to_string()).increment(1);
-        match deferred.verdict {
+        let event = match deferred.verdict {
             delayd_core::Deferral::Dead => {
                 new.state = MessageState::Dead;
                 new.died_at = Some(now);
                 new.counters.buries += 1;
                 metrics::counter!(metric::DEAD_LETTERED_TOTAL, "queue" => queue.to_string())
                     .increment(1);
+                EventKind::Dead {
+                    reason: DeathReason::MaxDeferrals,
+                }
             }
             delayd_core::Deferral::Again { deliver_at } => {
                 new.state = MessageState::Scheduled;
                 new.deliver_at = deliver_at;
+                EventKind::Deferred {
+                    until: deliver_at,
+                    reason: nack.defer_reason(),
+                }
             }
-        }
+        };
+        self.append_event(&mut new, now, event, tx)?;
         let key = new.key.clone();
         self.unlink(queue, &old.id);
         self.place(queue, Some(&old), new, now, tx)?;
@@ -350,7 +371,9 @@ impl State {
         if let Some(priority) = failure.priority {
             new.priority = priority;
         }
-        if failure.timed_out {
+        let timed_out = failure.event == EventKind::Expired;
+        self.append_event(&mut new, failure.at, failure.event, tx)?;
+        if timed_out {
             new.counters.timeouts += 1;
             metrics::counter!(metric::LEASES_EXPIRED_TOTAL, "queue" => queue.to_string())
                 .increment(1);
@@ -361,6 +384,8 @@ impl State {
             new.state = MessageState::Dead;
             new.died_at = Some(failure.at);
             new.counters.buries += 1;
+            let reason = DeathReason::MaxAttempts;
+            self.append_event(&mut new, failure.at, EventKind::Dead { reason }, tx)?;
             metrics::counter!(metric::DEAD_LETTERED_TOTAL, "queue" => queue.to_string())
                 .increment(1);
         } else {
@@ -398,6 +423,8 @@ impl State {
         if let Some(priority) = priority {
             new.priority = priority;
         }
+        let reason = DeathReason::Buried;
+        self.append_event(&mut new, now, EventKind::Dead { reason }, tx)?;
         self.unlink(queue, id);
         self.place(queue, Some(&old), new, now, tx)
     }
@@ -452,7 +479,7 @@ impl State {
             delay_ms: None,
             priority: None,
             may_die: true,
-            timed_out: true,
+            event: EventKind::Expired,
             at: deadline,
         };
         self.fail(queue, rec, failure, now, tx)

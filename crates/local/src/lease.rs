@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use delayd_core::{BrokerResult, Delivery, LeaseRequest, QueueName};
+use delayd_core::{BrokerResult, Delivery, LeaseRequest, QueueName, Via};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -73,18 +73,20 @@ impl Inner {
         &self,
         queues: &[QueueName],
         request: &LeaseRequest,
+        via: Via,
         wait: bool,
     ) -> BrokerResult<Look> {
         let mut state = self.lock_state(Site::Lease);
         let now = self.clock.now_ms();
         self.catch_up(&mut state, now)?;
         let mut tx = Tx::default();
-        let taken = state.lease_now(queues, request.max, request.lease_ms, now, &mut tx);
+        let taken = state.lease_now(queues, request.max, request.lease_ms, via, now, &mut tx);
         let waiting = match &taken {
             Ok(got) if got.is_empty() && wait => Some(state.waiters.register(
                 queues,
                 request.max,
                 request.lease_ms,
+                via,
             )),
             _ => None,
         };
@@ -115,8 +117,9 @@ impl Inner {
         &self,
         queues: &[QueueName],
         request: &LeaseRequest,
+        via: Via,
     ) -> BrokerResult<Vec<Delivery>> {
-        let (taken, ticket, _) = self.lease_look(queues, request, false)?;
+        let (taken, ticket, _) = self.lease_look(queues, request, via, false)?;
         self.answer(taken, ticket).await
     }
 
@@ -125,10 +128,12 @@ impl Inner {
         &self,
         queues: &[QueueName],
         request: LeaseRequest,
+        via: Via,
     ) -> BrokerResult<Vec<Delivery>> {
         self.check_writable()?;
         let deadline = Instant::now() + Duration::from_millis(request.wait_ms);
-        let (taken, ticket, waiting) = self.lease_look(queues, &request, request.wait_ms > 0)?;
+        let (taken, ticket, waiting) =
+            self.lease_look(queues, &request, via, request.wait_ms > 0)?;
         let Some((id, mut receiver)) = waiting else {
             return self.answer(taken, ticket).await;
         };
@@ -140,7 +145,7 @@ impl Inner {
             answer = &mut receiver => answer.ok(),
             () = tokio::time::sleep_until(deadline) => {
                 if line.leave() {
-                    return self.lease_at_deadline(queues, &request).await;
+                    return self.lease_at_deadline(queues, &request, via).await;
                 }
                 // Served (or the queue deleted) just before the deadline.
                 receiver.try_recv().ok()

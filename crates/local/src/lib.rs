@@ -107,6 +107,7 @@ mod fault;
 mod fire;
 mod flow;
 mod group;
+mod history;
 mod lease;
 mod lock;
 mod messages;

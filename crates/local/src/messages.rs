@@ -2,8 +2,8 @@
 //! and the read-side views (get, list). Each runs under the state lock.
 
 use delayd_core::{
-    BrokerError, BrokerResult, EnqueueOutcome, EnqueueRequest, ListQuery, Message, MessageCounters,
-    MessageId, MessageState, QueueName, Redrive, Reschedule, DEFAULT_PRIORITY,
+    BrokerError, BrokerResult, EnqueueOutcome, EnqueueRequest, EventKind, ListQuery, Message,
+    MessageCounters, MessageId, MessageState, QueueName, Redrive, Reschedule, DEFAULT_PRIORITY,
 };
 
 use crate::codec::{self, MessageRecord};
@@ -80,7 +80,10 @@ impl State {
             key: req.key,
             deferrals: 0,
             last_error: None,
+            events: 0,
         };
+        let mut record = record;
+        self.append_event(&mut record, now, EventKind::Enqueued, tx)?;
         let key = codec::message_key(queue, &id);
         tx.ws.put(
             Space::Payloads,
@@ -106,8 +109,9 @@ impl State {
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<()> {
-        let rec = self.drop_message(store, queue, id, tx)?;
-        self.retain(queue, &rec, MessageState::Cancelled, now, tx)
+        let rec = self.lookup_existing(store, queue, id)?;
+        self.unlink(queue, id);
+        self.end(queue, rec, MessageState::Cancelled, now, tx)
     }
 
     /// Deletes a live message (never retained: a schedule's change takes
@@ -157,6 +161,7 @@ impl State {
         } else {
             MessageState::Scheduled
         };
+        self.append_event(&mut new, now, EventKind::Rescheduled, tx)?;
         self.unlink(queue, id);
         self.place(queue, Some(&old), new.clone(), now, tx)?;
         Ok(new)
@@ -187,6 +192,7 @@ impl State {
             new.counters.kicks += 1;
             // Ready now: a redriven message is due at once.
             new.deliver_at = new.deliver_at.min(now);
+            self.append_event(&mut new, now, EventKind::Redriven, tx)?;
             self.unlink(queue, &old.id);
             self.place(queue, Some(old), new, now, tx)?;
         }

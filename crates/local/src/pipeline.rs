@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use delayd_core::{
     check_lease_ms, BrokerError, BrokerResult, EnqueueOptions, EnqueueOutcome, EnqueueRequest,
-    LeaseRequest, PipelinedCall, PipelinedResult, QueueConfig, QueueName, Settling,
+    LeaseRequest, PipelinedCall, PipelinedResult, QueueConfig, QueueName, Settling, Via,
 };
 
 use crate::broker::{Inner, MAX_PENDING_OPS};
@@ -45,10 +45,11 @@ impl State {
         queues: &[QueueName],
         max: u32,
         lease_ms: Option<u64>,
+        via: Via,
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<Vec<Leased>> {
-        let leased = self.lease_ready(queues, max, lease_ms, now, tx)?;
+        let leased = self.lease_ready(queues, max, lease_ms, via, now, tx)?;
         let histogram = delayd_core::metric::Lateness::of(delayd_core::metric::Stage::Leased);
         leased
             .into_iter()
@@ -84,7 +85,8 @@ impl State {
                 };
                 let leased = request
                     .validate()
-                    .and_then(|()| self.lease_now(&queues, max, lease_ms, now, tx));
+                    // Pipelines are beanstalkd connections'.
+                    .and_then(|()| self.lease_now(&queues, max, lease_ms, Via::Beanstalk, now, tx));
                 let stop = delayd_core::pipeline::stops_after_lease(&leased, max);
                 return (Applied::Leased(leased), stop);
             }

@@ -39,6 +39,7 @@ pub(crate) fn load(
     occasion: Occasion,
     now: u64,
     horizon_ms: u64,
+    history: bool,
 ) -> Result<(State, RecoveryReport), OpenError> {
     let fail = |source: StoreError| OpenError::Store {
         path: store.dir().to_path_buf(),
@@ -67,7 +68,7 @@ pub(crate) fn load(
     {
         next_seq = next_seq.max(handed_out);
     }
-    let mut state = State::new(next_seq);
+    let mut state = State::new(next_seq, history);
     let mut report = recover(&mut state, store, now, horizon_ms).map_err(fail)?;
     // Recovery changed records (expired leases): durable before serving.
     store.persist(fjall::PersistMode::SyncAll).map_err(fail)?;
@@ -117,7 +118,7 @@ fn recover(
                 delay_ms: None,
                 priority: None,
                 may_die: true,
-                timed_out: true,
+                event: delayd_core::EventKind::Expired,
                 // A lease that ran out while the broker was down failed at
                 // its expiry; one still running fails now.
                 at: rec.lease_until.unwrap_or(now).min(now),
@@ -146,6 +147,7 @@ fn recover(
 /// get an empty answer (their wait ends).
 pub(crate) fn reopener(store: Arc<Store>, clock: Arc<dyn Clock>, horizon_ms: u64) -> Reopen {
     Box::new(move |state: &mut State| {
+        let history = state.keeps_history();
         let torn_tail_bytes = store.reopen().map_err(|source| OpenError::Store {
             path: store.dir().to_path_buf(),
             source,
@@ -159,6 +161,7 @@ pub(crate) fn reopener(store: Arc<Store>, clock: Arc<dyn Clock>, horizon_ms: u64
             occasion,
             clock.now_ms(),
             horizon_ms,
+            history,
         )?;
         *state = fresh;
         tracing::warn!(

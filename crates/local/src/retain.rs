@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use delayd_core::{BrokerResult, Message, MessageId, MessageState, QueueName};
+use delayd_core::{BrokerResult, EventKind, Message, MessageId, MessageState, QueueName};
 
 use crate::broker::Inner;
 use crate::codec::{self, MessageRecord, RetainedRecord};
@@ -29,26 +29,35 @@ const SWEEP_BATCH: usize = 64;
 const SWEEP_BATCHES: usize = 64;
 
 impl State {
-    /// Ends `rec` (a live message of `queue`, already unlinked and removed
-    /// in `tx`) at `now` as `how`: kept as a retained record when its
-    /// queue retains ended messages.
-    pub fn retain(
+    /// Ends `rec` (a live message of `queue`, already unlinked) at `now`
+    /// as `how` (`Acked` or `Cancelled`): deleted with its history, or,
+    /// when its queue retains ended messages, kept as a retained record
+    /// whose history ends with the `acked` or `cancelled` event.
+    pub fn end(
         &mut self,
         queue: &QueueName,
-        rec: &MessageRecord,
+        rec: MessageRecord,
         how: MessageState,
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<()> {
         debug_assert!(how.ended(), "{how} is not an end");
-        let Ok(q) = self.queue_mut(queue, tx) else {
-            return Ok(());
+        let until = self
+            .queue(queue)
+            .ok()
+            .and_then(|q| q.config().retained_until(now));
+        let Some(until) = until else {
+            return self.remove(queue, &rec, tx);
         };
-        let Some(until) = q.config().retained_until(now) else {
-            return Ok(());
+        self.remove_record(queue, &rec, tx)?;
+        let mut rec = rec;
+        let event = match how {
+            MessageState::Acked => EventKind::Acked,
+            _ => EventKind::Cancelled,
         };
-        q.note_retained(until);
-        let retained = RetainedRecord::new(rec, how, now, until);
+        self.append_event(&mut rec, now, event, tx)?;
+        self.queue_mut(queue, tx)?.note_retained(until);
+        let retained = RetainedRecord::new(&rec, how, now, until);
         let key = codec::message_key(queue, &rec.id);
         let value = codec::encode_record(&retained).map_err(store_err)?;
         tx.ws
@@ -91,15 +100,17 @@ impl State {
         }
     }
 
-    /// Deletes every retained record of `queue` (its deletion); their
-    /// `expiry` entries are left to the sweeper, which finds nothing.
+    /// Deletes every retained record of `queue` (its deletion) with its
+    /// history; their `expiry` entries are left to the sweeper, which
+    /// finds nothing.
     pub fn delete_retained(
         &mut self,
         store: &Store,
         queue: &QueueName,
         tx: &mut Tx,
     ) -> BrokerResult<()> {
-        for key in store.queue_retained_keys(queue).map_err(store_err)? {
+        for (key, r) in store.queue_retained(queue).map_err(store_err)? {
+            crate::history::forget(&mut tx.ws, r.message.seq, r.message.events);
             tx.ws.delete(Space::Retained, key);
         }
         Ok(())
@@ -112,7 +123,10 @@ impl State {
         for (until, seq, key) in found {
             tx.ws.delete(Space::Expiry, codec::due_key(*until, *seq));
             match self.stored_retained(store, key) {
-                Ok(Some(r)) if r.until <= now => tx.ws.delete(Space::Retained, key.clone()),
+                Ok(Some(r)) if r.until <= now => {
+                    crate::history::forget(&mut tx.ws, r.message.seq, r.message.events);
+                    tx.ws.delete(Space::Retained, key.clone());
+                }
                 Ok(_) => {}
                 // Unreadable: left for `delayd check` to name.
                 Err(e) => tracing::warn!(error = %e, "retained record unreadable; kept"),
@@ -172,26 +186,17 @@ async fn sweep_batch(inner: &Arc<Inner>) -> BrokerResult<bool> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
     use std::time::Duration;
 
     use delayd_core::testkit::support::{self as s};
-    use delayd_core::{Broker, QueueConfigPatch};
-
-    use crate::{Durability, LocalBroker, LocalConfig};
+    use delayd_core::QueueConfigPatch;
 
     /// Retained records and their expiry entries are reclaimed from disk
     /// once their time is up: nothing of them is left.
     #[test]
     fn expired_records_are_reclaimed() {
         s::run_case_virtual_within(Duration::from_secs(600), |clock| async move {
-            let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-            let mut config = LocalConfig::new(dir.path());
-            config.clock = clock;
-            config.durability = Durability::Never;
-            let broker = LocalBroker::open(config).await.expect("open");
-            let store = Arc::clone(&broker.inner.store);
-            let b: Arc<dyn Broker> = Arc::new(broker);
+            let (b, store, _dir) = crate::broker::open_for_test(clock).await;
             let q = s::queue("expired_records_are_reclaimed", "q");
             let patch = QueueConfigPatch {
                 retain_ms: Some(2_000),
@@ -211,7 +216,7 @@ mod tests {
             }
             let kept = || {
                 let expiry = store.expired(u64::MAX, 1_000).expect("expiry");
-                let retained = store.queue_retained_keys(&q).expect("retained");
+                let retained = store.queue_retained(&q).expect("retained");
                 (expiry.len(), retained.len())
             };
             // Written to the engine by the sync thread: wait for it.

@@ -274,6 +274,9 @@ pub(crate) struct State {
     pub waiters: Waiters,
     /// Flow control's broker-wide memory (module `flow`).
     pub flows: Flows,
+    /// Whether messages keep a history (`LocalConfig::history`); fixed
+    /// at open.
+    history: bool,
 }
 
 fn store_err(e: StoreError) -> BrokerError {
@@ -284,8 +287,9 @@ fn store_err(e: StoreError) -> BrokerError {
 }
 
 impl State {
-    pub fn new(next_seq: u64) -> Self {
+    pub fn new(next_seq: u64, history: bool) -> Self {
         Self {
+            history,
             queues: BTreeMap::new(),
             timers: Timers::default(),
             next_schedule_timer: SCHEDULE_TIMERS,
@@ -295,6 +299,11 @@ impl State {
             waiters: Waiters::default(),
             flows: Flows::default(),
         }
+    }
+
+    /// Whether messages keep a history (`LocalConfig::history`).
+    pub fn keeps_history(&self) -> bool {
+        self.history
     }
 
     /// The next seq to hand out: every seq below it was handed out.
@@ -572,9 +581,21 @@ impl State {
         }
     }
 
-    /// Deletes a message (ack, cancel, queue deletion). `unlink` must have
-    /// run.
+    /// Deletes a message with its history (an end without retention,
+    /// queue deletion, a fire taken back). `unlink` must have run.
     pub fn remove(
+        &mut self,
+        queue: &QueueName,
+        old: &MessageRecord,
+        tx: &mut Tx,
+    ) -> BrokerResult<()> {
+        crate::history::forget(&mut tx.ws, old.seq, old.events);
+        self.remove_record(queue, old, tx)
+    }
+
+    /// Deletes a message but not its history (it is retained). `unlink`
+    /// must have run.
+    pub fn remove_record(
         &mut self,
         queue: &QueueName,
         old: &MessageRecord,

@@ -32,6 +32,7 @@ pub(crate) enum Space {
     Schedules,
     Retained,
     Expiry,
+    Events,
 }
 
 /// The writes of one broker call (or one commit group). Keyed, so that a
@@ -234,6 +235,7 @@ struct Engine {
     schedules: Keyspace,
     retained: Keyspace,
     expiry: Keyspace,
+    events: Keyspace,
 }
 
 /// What opening found about the journal tail.
@@ -291,6 +293,8 @@ impl Engine {
             // first open, after the others, so every id stays.
             retained: open("retained")?,
             expiry: open("expiry")?,
+            // Added with message history, after those.
+            events: open("events")?,
             db,
         };
         Ok((engine, torn_tail_bytes))
@@ -307,6 +311,7 @@ impl Engine {
             Space::Schedules => &self.schedules,
             Space::Retained => &self.retained,
             Space::Expiry => &self.expiry,
+            Space::Events => &self.events,
         }
     }
 }
@@ -380,7 +385,7 @@ impl Store {
 
     /// Handles of every keyspace with its name, in creation order (what
     /// `delayd check` reads record by record).
-    pub fn keyspaces(&self) -> Result<[(&'static str, Keyspace); 9], StoreError> {
+    pub fn keyspaces(&self) -> Result<[(&'static str, Keyspace); 10], StoreError> {
         self.with(|e| {
             Ok([
                 ("meta", e.meta.clone()),
@@ -392,6 +397,7 @@ impl Store {
                 ("schedules", e.schedules.clone()),
                 ("retained", e.retained.clone()),
                 ("expiry", e.expiry.clone()),
+                ("events", e.events.clone()),
             ])
         })
     }
@@ -593,14 +599,28 @@ impl Store {
         })
     }
 
-    /// Every retained message key of `queue`.
-    pub fn queue_retained_keys(&self, queue: &QueueName) -> Result<Vec<Vec<u8>>, StoreError> {
+    /// Every retained message of `queue`, with its key.
+    pub fn queue_retained(
+        &self,
+        queue: &QueueName,
+    ) -> Result<Vec<(Vec<u8>, RetainedRecord)>, StoreError> {
         self.read(|e| {
             let mut out = Vec::new();
             for guard in e.retained.prefix(codec::queue_prefix(queue)) {
-                out.push(guard.key()?.to_vec());
+                let (k, v) = guard.into_inner()?;
+                out.push((k.to_vec(), codec::decode_record(&v)?));
             }
             Ok(out)
+        })
+    }
+
+    /// An event of a message's history by its key.
+    pub fn event(&self, key: &[u8]) -> Result<Option<codec::EventRecord>, StoreError> {
+        self.read(|e| {
+            e.events
+                .get(key)?
+                .map(|v| codec::decode_record(&v))
+                .transpose()
         })
     }
 

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use delayd_core::{BrokerResult, QueueName};
+use delayd_core::{BrokerResult, QueueName, Via};
 use tokio::sync::oneshot;
 
 /// What a waiter is handed: its deliveries (their payloads read by the
@@ -31,6 +31,8 @@ pub(crate) struct Waiter {
     pub queues: Vec<QueueName>,
     pub max: u32,
     pub lease_ms: Option<u64>,
+    /// The frontend of the call (its deliveries' `leased` events).
+    pub via: Via,
     pub sender: HandOff,
 }
 
@@ -49,6 +51,7 @@ impl Waiters {
         queues: &[QueueName],
         max: u32,
         lease_ms: Option<u64>,
+        via: Via,
     ) -> (u64, oneshot::Receiver<BrokerResult<Handed>>) {
         let (sender, receiver) = oneshot::channel();
         let id = self.next_id;
@@ -60,6 +63,7 @@ impl Waiters {
             queues: queues.to_vec(),
             max,
             lease_ms,
+            via,
             sender,
         };
         self.by_id.insert(id, waiter);
@@ -153,9 +157,9 @@ mod tests {
     #[test]
     fn arrival_order_and_removal() {
         let mut w = Waiters::default();
-        let (a, _ra) = w.register(&[q("x")], 1, None);
-        let (b, _rb) = w.register(&[q("x"), q("y")], 1, None);
-        let (c, _rc) = w.register(&[q("y")], 1, None);
+        let (a, _ra) = w.register(&[q("x")], 1, None, Via::Http);
+        let (b, _rb) = w.register(&[q("x"), q("y")], 1, None, Via::Http);
+        let (c, _rc) = w.register(&[q("y")], 1, None, Via::Http);
         assert!(w.remove(a));
         assert!(!w.remove(a), "removed twice");
         let (first, waiter) = w.pop(&q("y")).expect("b waits on y");
@@ -171,16 +175,16 @@ mod tests {
     #[test]
     fn dropped_callers_are_skipped() {
         let mut w = Waiters::default();
-        let (_, gone) = w.register(&[q("x")], 1, None);
+        let (_, gone) = w.register(&[q("x")], 1, None, Via::Http);
         drop(gone);
-        let (live, _keep) = w.register(&[q("x")], 1, None);
+        let (live, _keep) = w.register(&[q("x")], 1, None, Via::Http);
         assert_eq!(w.pop(&q("x")).map(|(id, _)| id), Some(live));
     }
 
     #[test]
     fn deleted_queue_releases_its_waiters() {
         let mut w = Waiters::default();
-        let (_, mut rx) = w.register(&[q("x"), q("y")], 1, None);
+        let (_, mut rx) = w.register(&[q("x"), q("y")], 1, None, Via::Http);
         w.drop_queue(&q("x"));
         assert!(!w.waiting_on(&q("y")));
         assert!(rx.try_recv().is_err(), "sender dropped: nothing handed");

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use delayd_core::{
-    Broker, BrokerError, Delivery, LeaseRequest, MessageState, Nack, QueueConfig, QueueName,
-    RetryPolicy,
+    Broker, BrokerError, Delivery, LeaseRequest, MessageState, Nack, PushFailure, QueueConfig,
+    QueueName, RetryPolicy, Via,
 };
 use reqwest::{Client, Url};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -173,7 +173,8 @@ impl QueueWorker {
             wait_ms: u64::try_from(self.shared.options.lease_wait.as_millis()).unwrap_or(1000),
             lease_ms: Some(self.lease_ms),
         };
-        self.shared.broker.lease(&self.queues, request).await
+        let broker = &self.shared.broker;
+        broker.lease_via(&self.queues, request, Via::Push).await
     }
 
     /// Spawns one task per delivery, each holding one permit until its
@@ -232,19 +233,20 @@ impl QueueWorker {
             Err(refused) => Outcome::Disallowed(refused.clone()),
         };
         drop(in_flight);
-        metrics::histogram!(metric::PUSH_LATENCY_SECONDS, &labels)
-            .record(started.elapsed().as_secs_f64());
+        let took = started.elapsed();
+        metrics::histogram!(metric::PUSH_LATENCY_SECONDS, &labels).record(took.as_secs_f64());
         let outcome_labels = [
             ("queue", self.queue.to_string()),
             ("outcome", outcome.label().to_owned()),
         ];
         metrics::counter!(metric::PUSH_DELIVERIES_TOTAL, &outcome_labels).increment(1);
-        self.settle(delivery, outcome).await;
+        self.settle(delivery, outcome, took).await;
     }
 
     /// Acks a delivered message; nacks (or, with `flow`, defers) any other
-    /// outcome: see [`Self::nack_for`].
-    async fn settle(&self, delivery: Delivery, outcome: Outcome) {
+    /// outcome, which the request took `took` to reach: see
+    /// [`Self::nack_for`].
+    async fn settle(&self, delivery: Delivery, outcome: Outcome, took: Duration) {
         let broker = &self.shared.broker;
         let result = match &outcome {
             Outcome::Delivered => {
@@ -253,7 +255,7 @@ impl QueueWorker {
                     .await
             }
             failed => {
-                let nack = self.nack_for(failed);
+                let nack = self.nack_for(failed, took);
                 tracing::debug!(queue = %self.queue, id = %delivery.id, attempt = delivery.attempt, outcome = %failed, deferred = nack.defer, "push: attempt failed");
                 let result = broker
                     .nack(&self.queue, &delivery.id, &delivery.lease_id, nack)
@@ -285,8 +287,10 @@ impl QueueWorker {
     /// a queue with `flow`, a 429, or a 503 with `Retry-After`, is a
     /// deferral (the target asked us to slow down: the attempt is given
     /// back and the key cools down); everything else counts towards
-    /// `max_attempts`.
-    fn nack_for(&self, failed: &Outcome) -> Nack {
+    /// `max_attempts`. The nack carries the failure for the message's
+    /// history (`push_failed`, or the deferral's reason): the status
+    /// (none without an answer) and how long the request took.
+    fn nack_for(&self, failed: &Outcome, took: Duration) -> Nack {
         let (status, retry_after) = match failed {
             Outcome::HttpError {
                 status,
@@ -301,6 +305,10 @@ impl QueueWorker {
             priority: None,
             may_die: true,
             error: failed.error_text(),
+            push: Some(PushFailure {
+                status,
+                duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+            }),
         }
     }
 

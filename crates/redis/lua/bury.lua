@@ -7,5 +7,6 @@ if bad then return {bad} end
 redis.call('ZREM', K_LEASE, member(r, id))
 if ARGV[6] ~= '' then r[PR] = tonumber(ARGV[6]) end
 to_dead(id, r, NOW)
+record(r, EV_DEAD, NOW, DIED_BURIED)
 save(id, r)
 return {'OK', wakes()}

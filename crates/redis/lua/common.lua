@@ -17,6 +17,7 @@
 -- shard's `msg` hash (no key per message). A loaded record `r` is that
 -- array itself (fields in stored order, below), so load and save do no
 -- remapping; trailing fields at their defaults are left out when stored.
+-- The message's history follows the array in the same value ("History").
 --
 -- Members: lease and dead use `seq8 .. id` (seq8 = seq as 8 bytes big
 -- endian), so equal scores order by seq. sched uses `seq8 .. pr4 .. id`
@@ -93,14 +94,24 @@ local function holds(r)
   return r[KY] ~= '' and r[ST] ~= 'D' and (r[AT] > 0 or r[DF] > 0)
 end
 
+-- A stored value is the packed record, then (when it has a history) the
+-- history's tail (see "History" below): only the record is decoded here,
+-- and the tail stays as stored (`r.hv`, from 0-based offset `r.ho`) until
+-- an event is recorded or the record is written again.
+local function unpack_record(v)
+  local off, r = cmsgpack.unpack_one(v)
+  for i = #r + 1, NFIELDS do r[i] = DEFAULT[i] end
+  if off >= 0 then r.hv, r.ho = v, off end
+  return r
+end
+
 -- A loaded record remembers (in named fields, which `pack` ignores)
 -- whether it was leased and held its key, so `save` can keep the per-key
 -- leased and holder counts in step with the records, in the same call.
 local function load(id)
   local v = redis.call('HGET', K_MSG, id)
   if not v then return nil end
-  local r = cmsgpack.unpack(v)
-  for i = #r + 1, NFIELDS do r[i] = DEFAULT[i] end
+  local r = unpack_record(v)
   r[EA] = r[DA] - r[EA]
   r.l0, r.h0 = r[ST] == 'L', holds(r)
   return r
@@ -115,8 +126,68 @@ local function pack(r)
   return cmsgpack.pack(t)
 end
 
+-- History (api.md, "Message history"). A message's events follow its
+-- packed record in the same value (the msg field, or a retained record's
+-- key), so they live, are retained and are deleted with it, and every
+-- transition appends in the call (and the write) it already makes. The
+-- tail is one msgpack integer, the number of events ever recorded (`hn`),
+-- then the kept events (`hs`, at most HISTORY_LEN), oldest first, each one
+-- msgpack array {code, at - enqueued_at, attempt, extra...}:
+--   0 enqueued, 1 replaced {after_lease 0/1}, 2 rescheduled,
+--   3 leased {lease_until - at, via: 0 http, 1 beanstalk, 2 push},
+--   4 acked, 5 nacked {delay_ms (-1: backoff), [error]},
+--   6 deferred {until - at, reason: 0 nack, 1 push_429, 2 push_503},
+--   7 expired, 8 push_failed {status (-1: none), error, duration_ms},
+--   9 dead {reason: 0 max_attempts, 1 max_deferrals, 2 buried},
+--   10 redriven, 11 cancelled.
+-- A value without a tail (written before history) has no events. Older
+-- versions decode the record alone (the first msgpack object) and drop
+-- the tail when they write the record again.
+local HISTORY_LEN = 32
+local EV_ENQUEUED, EV_RESCHEDULED, EV_LEASED, EV_ACKED, EV_NACKED, EV_DEFERRED = 0, 2, 3, 4, 5, 6
+local EV_EXPIRED, EV_PUSH_FAILED, EV_DEAD, EV_REDRIVEN, EV_CANCELLED = 7, 8, 9, 10, 11
+local DIED_ATTEMPTS, DIED_DEFERRALS, DIED_BURIED = 0, 1, 2
+-- The tail of a new message: 1 event, {EV_ENQUEUED, 0, 0} (enqueued at
+-- enqueued_at, attempt 0), in msgpack (cmsgpack is not reachable while the
+-- library loads).
+local ENQUEUED_TAIL = '\1\147\0\0\0'
+
+-- Decodes the stored tail into r.hn and r.hs, once.
+local function history_of(r)
+  if r.hs then return end
+  r.hn, r.hs = 0, ''
+  if r.hv then
+    local o, n = cmsgpack.unpack_one(r.hv, r.ho)
+    if o >= 0 then r.hn, r.hs = n, r.hv:sub(o + 1) end
+  end
+end
+
+-- Appends an event of `code` at `at` with the attempt as it is now (after
+-- the transition) and the extra fields `...` (no nil but the last),
+-- dropping the oldest beyond HISTORY_LEN.
+local function record(r, code, at, ...)
+  history_of(r)
+  local kept = r.hs
+  if r.hn >= HISTORY_LEN then
+    local o = cmsgpack.unpack_one(kept)
+    if o >= 0 then kept = kept:sub(o + 1) else kept = '' end
+  end
+  r.hs = kept .. cmsgpack.pack({code, at - r[EA], r[AT], ...})
+  r.hn = r.hn + 1
+end
+
+-- The tail to store after the packed record.
+local function tail(r)
+  if r.hs then
+    if r.hn == 0 then return '' end
+    return cmsgpack.pack(r.hn) .. r.hs
+  end
+  if r.hv then return r.hv:sub(r.ho + 1) end
+  return ''
+end
+
 local function save(id, r)
-  redis.call('HSET', K_MSG, id, pack(r))
+  redis.call('HSET', K_MSG, id, pack(r) .. tail(r))
   if r.l0 and r[ST] ~= 'L' then ENDED = ENDED + 1 end
   if r[KY] ~= '' then key_saved(id, r) else r.l0 = r[ST] == 'L' end
 end
@@ -159,8 +230,7 @@ end
 local function load_retained(id)
   local v = redis.call('GET', rkey(id))
   if not v then return nil end
-  local r = cmsgpack.unpack(v)
-  for i = #r + 1, NFIELDS do r[i] = DEFAULT[i] end
+  local r = unpack_record(v)
   if r[UN] == '' or r[UN] <= NOW then return nil end
   r[EA] = r[DA] - r[EA]
   return r
@@ -185,8 +255,11 @@ end
 local function retain(id, r, how, rt)
   if not rt or rt <= 0 then return end
   local until_ = NOW + rt
+  -- The history goes on with the retained record (without retention it
+  -- ends with the message).
+  if how == 'A' then record(r, EV_ACKED, NOW) else record(r, EV_CANCELLED, NOW) end
   r[ST], r[PL], r[LU], r[LI], r[DD], r[EN], r[UN] = how, '', '', '', '', NOW, until_
-  redis.call('SET', rkey(id), pack(r), 'PX', s(rt + RETAIN_MARGIN))
+  redis.call('SET', rkey(id), pack(r) .. tail(r), 'PX', s(rt + RETAIN_MARGIN))
   redis.call('ZADD', K_RET, s(until_), id)
 end
 
@@ -284,6 +357,7 @@ local function fail(c, id, r, from, delay, may_die, new_pr, timed_out)
   if timed_out then r[CT] = r[CT] + 1 else r[RL] = r[RL] + 1 end
   if may_die and ma ~= 0 and r[AT] >= ma then
     to_dead(id, r, from)
+    record(r, EV_DEAD, from, DIED_ATTEMPTS)
     save(id, r)
     return 'D'
   end
@@ -304,6 +378,7 @@ local function promote(c)
   for _, m in ipairs(exp) do
     local id = m:sub(9)
     local r = load(id)
+    record(r, EV_EXPIRED, r[LU])
     fail(c, id, r, r[LU], nil, true, nil, true)
     expired = expired + 1
   end
@@ -401,7 +476,7 @@ local function enqueue_items(c, from)
     local kept = retaining and not created[id] and load_retained(id)
     if kept then
       out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 0, kept[SK], kept[DA], kept[ST]
-    elseif redis.call('HSETNX', K_MSG, id, pack(r)) == 0 then
+    elseif redis.call('HSETNX', K_MSG, id, pack(r) .. ENQUEUED_TAIL) == 0 then
       local ex = load(id)
       out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 0, ex[SK], ex[DA], created[id] or state_of(id, ex)
     else

@@ -1,7 +1,8 @@
 -- ARGV 4: id, 5: lease id, 6 and 7: the attempts and the deferrals in a
 -- row the caller read, 8 and 9: the attempts and deferrals after the
 -- deferral, 10: 'D' (it dies) or the new deliver_at, 11: priority or '',
--- 12: the nack's error text (the record's last_error) or '' to keep it.
+-- 12: the nack's error text (the record's last_error) or '' to keep it,
+-- 13: the deferral's reason for its event (0 nack, 1 push_429, 2 push_503).
 -- A nack with `defer: true` on a queue with flow: the deferral
 -- (`FlowConfig::deferred`) was decided in Rust from the record read; this
 -- applies it only if the message is still leased by that lease with those
@@ -24,11 +25,13 @@ r[AT], r[DF] = tonumber(ARGV[8]), tonumber(ARGV[9])
 local st
 if ARGV[10] == 'D' then
   to_dead(id, r, NOW)
+  record(r, EV_DEAD, NOW, DIED_DEFERRALS)
   st = 'D'
 else
   local da = tonumber(ARGV[10])
   r[DA] = da
   st = place(id, r)
+  record(r, EV_DEFERRED, NOW, da - NOW, tonumber(ARGV[13]) or 0)
   if r[KY] ~= '' then
     redis.call('ZADD', K_KCOOL, 'GT', s(da), r[KY])
     redis.call('HSET', K_KEYS, r[KY], 1)

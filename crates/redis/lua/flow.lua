@@ -282,12 +282,14 @@ end
 
 -- Leases one ready message (popped from ready by the caller): the record
 -- becomes leased and is appended to `out`; its lease index entry to
--- `leased` (score, member pairs).
+-- `leased` (score, member pairs), its `leased` event to its history
+-- (the frontend in ARGV[8]).
 local function lease_record(c, id, r, lid, out, leased)
   local lm = tonumber(ARGV[5]) or tonumber(r[LM]) or c.lm
   local lu = NOW + lm
   r[ST], r[LU], r[LI] = 'L', lu, lid
   r[AT] = r[AT] + 1
+  record(r, EV_LEASED, NOW, lm, tonumber(ARGV[8]) or 0)
   save(id, r)
   leased[#leased + 1] = s(lu)
   leased[#leased + 1] = member(r, id)

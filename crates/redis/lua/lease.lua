@@ -1,7 +1,8 @@
 -- ARGV 4: max, 5: lease_ms or '' (message's, else queue's), 6: lease token,
 -- 7: '1' to promote first and report the next due time (the caller's
 -- timer says whether anything may be due; '' skips both, except on a
--- queue with flow, which always promotes: its holds end by time).
+-- queue with flow, which always promotes: its holds end by time), 8: the
+-- frontend for the `leased` events (0 http, 1 beanstalk, 2 push).
 -- Pops the first `max` ready messages atomically (through the flow gate,
 -- lua/flow.lua, when the queue has flow), so racing consumers and nodes
 -- never get the same delivery. Returns {'OK', next_due, n, the deliver_at

@@ -19,6 +19,7 @@ for _, id in ipairs(ids) do
     r[DA] = math.min(r[DA], NOW)
     r[ST] = 'R'
     redis.call('ZADD', K_READY, s(r[PR]), rmember(r[DA], r[SK], id))
+    record(r, EV_REDRIVEN, NOW)
     save(id, r)
     moved = moved + 1
   end

@@ -10,6 +10,7 @@ unlink(id, r)
 r[DA] = tonumber(ARGV[5]) or r[DA]
 r[PR] = tonumber(ARGV[6]) or r[PR]
 place(id, r)
+record(r, EV_RESCHEDULED, NOW)
 save(id, r)
 local out = {'OK'}
 append_record(out, id, r)

@@ -13,7 +13,7 @@ use std::future::Future;
 
 use delayd_core::{
     BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome, LeaseId, MessageId,
-    QueueName,
+    QueueName, Via,
 };
 use futures_util::future::join_all;
 use tokio::sync::oneshot;
@@ -40,7 +40,8 @@ type AckPair = (MessageId, LeaseId);
 pub(crate) type EnqueueLanes =
     Lanes<(QueueName, u32, EnqueueOptions), Vec<Prepared>, BrokerResult<Vec<EnqueueOutcome>>>;
 pub(crate) type AckLanes = Lanes<(QueueName, u32), AckPair, BrokerResult<()>>;
-pub(crate) type LeaseLanes = Lanes<(QueueName, u32, Option<u64>), u32, BrokerResult<Vec<Delivery>>>;
+pub(crate) type LeaseLanes =
+    Lanes<(QueueName, u32, Option<u64>, Via), u32, BrokerResult<Vec<Delivery>>>;
 
 fn shut_down<R>(_: oneshot::error::RecvError) -> BrokerResult<R> {
     Err(BrokerError::unavailable("broker is shut down"))
@@ -198,15 +199,17 @@ impl Inner {
     }
 
     /// Leases up to `max` ready messages of one shard, sharing the call with
-    /// the other lease calls of this node on the shard.
+    /// the other lease calls of this node on the shard (those with the same
+    /// `lease_ms` and frontend).
     pub(crate) async fn lease_shard(
         &self,
         queue: &QueueName,
         shard: u32,
         max: u32,
         lease_ms: Option<u64>,
+        via: Via,
     ) -> BrokerResult<Vec<Delivery>> {
-        let key = (queue.clone(), shard, lease_ms);
+        let key = (queue.clone(), shard, lease_ms, via);
         let (rx, idle) = self.lease_lanes.submit(key.clone(), max);
         if idle {
             self.spawn_runner(move |inner| async move {
@@ -215,7 +218,7 @@ impl Inner {
                     .take(&key, LEASES_PER_CALL, |max| *max as usize)
                 {
                     let total = round.iter().map(|(max, _)| *max).sum();
-                    let leased = inner.lease_call(&key.0, key.1, total, key.2).await;
+                    let leased = inner.lease_call(&key.0, key.1, total, key.2, key.3).await;
                     let shares = leased.map(|deliveries| share(&round, deliveries));
                     answer(round, shares);
                 }

@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use delayd_core::{
     metric, BrokerError, BrokerResult, Delivery, LeaseId, LeaseRequest, ListQuery, MessageId,
-    MessageState, Nack, QueueName, Redrive,
+    MessageState, Nack, QueueName, Redrive, Via,
 };
 use futures_util::future::{join_all, select_all};
 use redis::Value;
 use tokio::time::Instant;
 
 use crate::broker::Inner;
+use crate::history::via_code;
 use crate::record::{self, int, opt_int, status, text};
 use crate::scripts::{self, Function};
 use crate::tasks::{record_lateness, SWEEP_INTERVAL};
@@ -63,6 +64,7 @@ impl Inner {
         &self,
         queues: &[QueueName],
         request: LeaseRequest,
+        via: Via,
     ) -> BrokerResult<Vec<Delivery>> {
         self.check_open()?;
         request.validate()?;
@@ -85,7 +87,7 @@ impl Inner {
             .map(|w| w.deletions.load(Ordering::SeqCst))
             .collect();
         let result = self
-            .wait_and_lease(&queues, &request, &waiters, &deletions)
+            .wait_and_lease(&queues, &request, via, &waiters, &deletions)
             .await;
         drop(waiters);
         drop(guard);
@@ -96,6 +98,7 @@ impl Inner {
         &self,
         queues: &[QueueName],
         request: &LeaseRequest,
+        via: Via,
         waiters: &[Arc<QueueWaiters>],
         deletions: &[u64],
     ) -> BrokerResult<Vec<Delivery>> {
@@ -111,7 +114,7 @@ impl Inner {
             for n in &mut notified {
                 n.as_mut().enable();
             }
-            let found = self.lease_once(queues, request).await?;
+            let found = self.lease_once(queues, request, via).await?;
             let deleted = waiters
                 .iter()
                 .zip(deletions)
@@ -137,6 +140,7 @@ impl Inner {
         &self,
         queues: &[QueueName],
         request: &LeaseRequest,
+        via: Via,
     ) -> BrokerResult<Vec<Delivery>> {
         let shards: Vec<(QueueName, u32)> = queues
             .iter()
@@ -145,7 +149,7 @@ impl Inner {
         let now = self.clock.now_ms();
         if let [(queue, shard)] = shards.as_slice() {
             return self
-                .lease_shard(queue, *shard, request.max, request.lease_ms)
+                .lease_shard(queue, *shard, request.max, request.lease_ms, via)
                 .await;
         }
         let peeks = join_all(shards.iter().map(|(q, s)| {
@@ -175,7 +179,7 @@ impl Inner {
         for ((queue, shard), count) in shards.iter().zip(counts) {
             if count > 0 {
                 out.extend(
-                    self.lease_shard(queue, *shard, count, request.lease_ms)
+                    self.lease_shard(queue, *shard, count, request.lease_ms, via)
                         .await?,
                 );
             }
@@ -185,13 +189,14 @@ impl Inner {
     }
 
     /// One lease call on one shard (`lease_shard` shares it between this
-    /// node's waiting calls).
+    /// node's waiting calls), its deliveries' `leased` events naming `via`.
     pub(crate) async fn lease_call(
         &self,
         queue: &QueueName,
         shard: u32,
         max: u32,
         lease_ms: Option<u64>,
+        via: Via,
     ) -> BrokerResult<Vec<Delivery>> {
         let now = self.clock.now_ms();
         let keys = self.keys.shard(queue, shard);
@@ -204,6 +209,7 @@ impl Inner {
             opt_arg(lease_ms),
             token.into_bytes(),
             if promote { b"1".to_vec() } else { Vec::new() },
+            via_code(via).into(),
         ];
         let reply = self.run(scripts::LEASE, &keys, now, args).await?;
         let (_, rest) = status(&reply)?;
@@ -250,6 +256,7 @@ impl Inner {
             id.as_str().into(),
             opt_arg(lease_ms),
             LeaseId::generate().0.into_bytes(),
+            via_code(Via::Beanstalk).into(),
         ];
         let reply = self
             .run(scripts::LEASE_ONE, &keys, self.clock.now_ms(), args)
@@ -302,7 +309,7 @@ impl Inner {
         nack: Nack,
     ) -> BrokerResult<()> {
         nack.validate()?;
-        let extra = vec![
+        let mut extra = vec![
             opt_arg(nack.delay_ms),
             opt_arg(nack.priority),
             if nack.may_die {
@@ -312,6 +319,16 @@ impl Inner {
             },
             nack.error_text().unwrap_or_default().as_bytes().to_vec(),
         ];
+        // The event: `push_failed` for the push dispatcher's nack (its
+        // status, -1 for none, and duration), else `nacked`.
+        match nack.push {
+            Some(push) => {
+                let status = push.status.map_or(-1, i64::from);
+                extra.push(status.to_string().into_bytes());
+                extra.push(push.duration_ms.to_string().into_bytes());
+            }
+            None => extra.extend([Vec::new(), Vec::new()]),
+        }
         if nack.defer {
             return self.defer(queue, id, lease, nack).await;
         }

@@ -12,6 +12,7 @@ use delayd_core::{
 use redis::Value;
 
 use crate::broker::Inner;
+use crate::history::defer_code;
 use crate::record::{int, opt_int, status, text};
 use crate::scripts;
 
@@ -67,6 +68,7 @@ impl Inner {
                     .unwrap_or_default()
                     .into_bytes(),
                 nack.error_text().unwrap_or_default().as_bytes().to_vec(),
+                defer_code(nack.defer_reason()).into(),
             ];
             let reply = self.run(scripts::DEFER, &keys, now, args).await?;
             match status(&reply)? {

@@ -22,7 +22,8 @@
 //! - `flow`: flow control's calls (deferral, key info); the gate itself
 //!   runs in the lease function (`lua/flow.lua`, docs/redis.md "Flow
 //!   control").
-//! - `record`: decoding script replies into core types.
+//! - `record`: decoding script replies into core types; `history`: a
+//!   message's stored events (docs/redis.md, "History").
 //! - `keys`: key names, hash tags and the shard of a message id.
 //! - `wake`: node-local wake-ups: waiting lease calls and per-shard timers.
 //! - `tasks`: the timer, sweep and pub/sub background tasks.
@@ -61,6 +62,7 @@ mod conn;
 mod consume;
 mod fire;
 mod flow;
+mod history;
 mod keys;
 mod messages;
 mod pipeline;
@@ -74,9 +76,9 @@ mod wake;
 use async_trait::async_trait;
 use delayd_core::{
     Broker, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest,
-    LeaseId, LeaseRequest, ListQuery, Message, MessageId, Nack, PipelinedCall, PipelinedResult,
-    QueueConfigPatch, QueueInfo, QueueName, Redrive, Reschedule, ScheduleDefinition, ScheduleId,
-    ScheduleRecord, Upsert,
+    History, LeaseId, LeaseRequest, ListQuery, Message, MessageId, Nack, PipelinedCall,
+    PipelinedResult, QueueConfigPatch, QueueInfo, QueueName, Redrive, Reschedule,
+    ScheduleDefinition, ScheduleId, ScheduleRecord, Upsert, Via,
 };
 use std::collections::VecDeque;
 
@@ -155,12 +157,17 @@ impl Broker for RedisBroker {
         self.inner.list(queue, query).await
     }
 
-    async fn lease(
+    async fn lease_via(
         &self,
         queues: &[QueueName],
         request: LeaseRequest,
+        via: Via,
     ) -> BrokerResult<Vec<Delivery>> {
-        self.inner.lease(queues, request).await
+        self.inner.lease(queues, request, via).await
+    }
+
+    async fn events(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<History> {
+        self.inner.events(queue, id).await
     }
 
     async fn lease_message(

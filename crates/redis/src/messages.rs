@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use delayd_core::check_deliver_at;
 use delayd_core::{
-    BrokerError, BrokerResult, EnqueueOptions, EnqueueOutcome, EnqueueRequest, ListQuery, Message,
-    MessageId, MessageState, QueueName, Reschedule, DEFAULT_PRIORITY,
+    BrokerError, BrokerResult, EnqueueOptions, EnqueueOutcome, EnqueueRequest, History, ListQuery,
+    Message, MessageId, MessageState, QueueName, Reschedule, DEFAULT_PRIORITY,
 };
 
 use crate::broker::Inner;
@@ -267,6 +267,28 @@ impl Inner {
             .await?;
         match status(&reply)? {
             ("OK", rest) => record::message(queue, rest),
+            _ => Err(self.not_found(queue, id).await),
+        }
+    }
+
+    /// The history of a live or retained message (`lua/events.lua`).
+    pub(crate) async fn events(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<History> {
+        self.check_open()?;
+        let (_, keys) = self.shard_of(queue, id);
+        let reply = self
+            .run(
+                scripts::EVENTS,
+                &keys,
+                self.clock.now_ms(),
+                vec![id.as_str().into()],
+            )
+            .await?;
+        match status(&reply)? {
+            ("OK", [enqueued_at, tail, ..]) => {
+                let tail = record::bytes(tail)
+                    .ok_or_else(|| BrokerError::unavailable("events: no history"))?;
+                crate::history::decode(int(enqueued_at)?, tail)
+            }
             _ => Err(self.not_found(queue, id).await),
         }
     }

@@ -5,7 +5,8 @@
 //! run of consecutive enqueues into one queue (same options) is one
 //! `enqueue` (one function call per shard), a run of acks is one
 //! `ack_many` per queue, and a run of identical non-waiting leases is one
-//! lease of their summed `max`, handed out in order. Other calls run one by
+//! lease of their summed `max`, handed out in order (their `leased` events
+//! name `beanstalk`, the frontend that pipelines). Other calls run one by
 //! one. Results are exactly those of calling one by one: acks of distinct
 //! leases do not interact, an enqueue batch applies its items in order, and
 //! the lease run stops where the first call leased fewer than its `max`
@@ -16,7 +17,7 @@ use std::collections::VecDeque;
 use delayd_core::pipeline::{run_call, stops_after_lease};
 use delayd_core::{
     Broker, BrokerResult, Delivery, LeaseId, LeaseRequest, MessageId, PipelinedCall,
-    PipelinedResult, QueueName, MAX_BATCH,
+    PipelinedResult, QueueName, Via, MAX_BATCH,
 };
 use futures_util::future::join_all;
 
@@ -181,8 +182,10 @@ impl RedisBroker {
             wait_ms: 0,
             lease_ms,
         };
-        let mut leased: BrokerResult<VecDeque<Delivery>> =
-            self.lease(&queues, request).await.map(VecDeque::from);
+        let mut leased: BrokerResult<VecDeque<Delivery>> = self
+            .lease_via(&queues, request, Via::Beanstalk)
+            .await
+            .map(VecDeque::from);
         for (i, max) in maxes.iter().enumerate() {
             let share = match &mut leased {
                 Ok(rest) => {

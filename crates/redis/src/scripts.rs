@@ -58,6 +58,7 @@ library! {
     (19, DEFER, "defer"),
     (20, KEY_INFO, "key_info"),
     (21, FLOW_EVAL, "flow_eval"),
+    (22, EVENTS, "events"),
 }
 
 /// The library as loaded into Redis.

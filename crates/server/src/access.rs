@@ -233,8 +233,7 @@ pub enum Need {
     EveryQueue(ScopeVerb),
 }
 
-/// The route that lists message history. Another part of the API adds it;
-/// its need is here already so that the route is never served without one.
+/// The route that answers a message's history.
 pub(crate) const HISTORY_ROUTE: &str = "/v1/queues/{queue}/messages/{id}/events";
 
 /// Every route (method, template) and what it needs: the one table.

@@ -17,8 +17,9 @@ use delayd_api as api;
 use delayd_api::{EnqueueBody, FlowBody, PushBody, QueuePutBody, RateBody, RetryBody};
 use delayd_core::flow::MAX_RATE_LIMIT;
 use delayd_core::{
-    Delivery, EnqueueOutcome, EnqueueRequest, FlowConfig, FlowKey, KeyInfo, Message, MessageId,
-    PushConfig, QueueConfigPatch, QueueInfo, Rate, RetryPolicy, Schedule,
+    Delivery, EnqueueOutcome, EnqueueRequest, Event, EventKind, FlowConfig, FlowKey, History,
+    KeyInfo, Message, MessageId, PushConfig, QueueConfigPatch, QueueInfo, Rate, RetryPolicy,
+    Schedule,
 };
 
 use crate::error::ApiError;
@@ -359,6 +360,53 @@ pub fn message(message: Message) -> api::Message {
         died_at: message.died_at,
         last_error: message.last_error,
         ended_at: message.ended_at,
+    }
+}
+
+/// A message's history, event by event (api.md, "Message history").
+pub fn history(history: History) -> api::History {
+    api::History {
+        events: history.events.into_iter().map(event).collect(),
+        dropped: history.dropped,
+    }
+}
+
+fn event(event: Event) -> api::Event {
+    use api::EventKind as Wire;
+    let kind = match event.kind {
+        EventKind::Enqueued => Wire::Enqueued,
+        EventKind::Replaced { after_lease } => Wire::Replaced { after_lease },
+        EventKind::Rescheduled => Wire::Rescheduled,
+        EventKind::Leased { lease_until, via } => Wire::Leased {
+            lease_until,
+            via: via.as_str().to_owned(),
+        },
+        EventKind::Acked => Wire::Acked,
+        EventKind::Nacked { delay_ms, error } => Wire::Nacked { delay_ms, error },
+        EventKind::Deferred { until, reason } => Wire::Deferred {
+            until,
+            reason: reason.as_str().to_owned(),
+        },
+        EventKind::Expired => Wire::Expired,
+        EventKind::PushFailed {
+            status,
+            error,
+            duration_ms,
+        } => Wire::PushFailed {
+            status,
+            error,
+            duration_ms,
+        },
+        EventKind::Dead { reason } => Wire::Dead {
+            reason: reason.as_str().to_owned(),
+        },
+        EventKind::Redriven => Wire::Redriven,
+        EventKind::Cancelled => Wire::Cancelled,
+    };
+    api::Event {
+        at: event.at,
+        attempt: event.attempt,
+        kind,
     }
 }
 

@@ -77,6 +77,8 @@ export const pause = (name) => api('POST', `/v1/queues/${seg(name)}/pause`);
 export const resume = (name) => api('POST', `/v1/queues/${seg(name)}/resume`);
 export const purge = (name) => api('DELETE', `/v1/queues/${seg(name)}`);
 export const message = (name, id) => api('GET', `/v1/queues/${seg(name)}/messages/${seg(id)}`);
+// The message's history, oldest first (api.md, "Message history").
+export const events = (name, id) => api('GET', `/v1/queues/${seg(name)}/messages/${seg(id)}/events`);
 export const cancel = (name, id) => api('DELETE', `/v1/queues/${seg(name)}/messages/${seg(id)}`);
 export const reschedule = (name, id, delayMs) =>
   api('PATCH', `/v1/queues/${seg(name)}/messages/${seg(id)}`, { delay_ms: delayMs });

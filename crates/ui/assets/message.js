@@ -1,5 +1,6 @@
-// One message: every field of api.md's message object, its headers and
-// payload (as text, or base64 when not UTF-8), and its actions.
+// One message: every field of api.md's message object (`last_error`
+// among them), its actions, its history as a timeline (history.js), its
+// headers and payload (as text, or base64 when not UTF-8).
 //
 // A field is drawn only when the server sent it: an older server that does
 // not send `deferrals`, `last_error` or `ended_at` gets no row for them
@@ -9,6 +10,7 @@
 import * as api from './api.js';
 import { h, route, fmtTime, fmtRelative, replace } from './dom.js';
 import { rowActions } from './queue.js';
+import { historySection } from './history.js';
 
 // The states whose message lives; a retained `acked` or `cancelled` one is
 // history only (no payload, no actions).
@@ -43,6 +45,8 @@ export function render(main, { queue, id }) {
     box,
   );
   const load = async () => {
+    // Both at once; a history that cannot be read leaves the rest.
+    const history = api.events(queue, id).catch((err) => err);
     let m;
     try {
       m = await api.message(queue, id);
@@ -50,7 +54,7 @@ export function render(main, { queue, id }) {
       replace(box, h('p', { class: err.status === 404 ? 'muted' : 'error', text: err.message }));
       return;
     }
-    draw(box, m, load);
+    draw(box, m, await history, load);
   };
   load();
   return () => {};
@@ -86,12 +90,13 @@ function fieldItem({ field, label, text, none }) {
   return h('div', { attrs: { 'data-field': field } }, h('dt', { text: label }), h('dd', { class: none && 'muted', text }));
 }
 
-function draw(box, m, reload) {
+function draw(box, m, history, reload) {
   const headers = Object.entries(m.headers || {});
   replace(box,
     h('h1', { class: 'id', text: m.id }),
     h('dl', { class: 'fields' }, fieldRows(m).map(fieldItem)),
     LIVE.includes(m.state) && h('div', { class: 'actions' }, rowActions({ queue: m.queue }, m, reload)),
+    historySection(history),
     h('h2', { text: 'Headers' }),
     headers.length
       ? h('div', { class: 'scroll' }, h('table', { class: 'headers' }, h('tbody', {}, headers.map(([k, v]) => h('tr', {}, h('th', { text: k }), h('td', { text: v }))))))

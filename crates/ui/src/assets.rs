@@ -56,6 +56,7 @@ pub const ASSETS: &[Asset] = &[
     asset!("schedules.js", JS),
     asset!("flow.js", JS),
     asset!("message.js", JS),
+    asset!("history.js", JS),
 ];
 
 /// Looks an asset up by its path below `/ui/`.

@@ -272,6 +272,14 @@ def get_message(queue: str, id: str) -> Call[m.Message]:
     return call("get_message", _message, path={"queue": queue, "id": id})
 
 
+def events(queue: str, id: str) -> Call[m.History]:
+    return call("events", _history, path={"queue": queue, "id": id})
+
+
+def _history(resp: httpx.Response) -> m.History:
+    return m.History.from_json(resp.json())
+
+
 def _message(resp: httpx.Response) -> m.Message:
     return m.Message.from_json(resp.json())
 

@@ -225,6 +225,12 @@ class AsyncQueue:
     async def get(self, id: str) -> m.Message:
         return await self._run(ops.get_message(self.name, id))
 
+    async def events(self, id: str) -> m.History:
+        """The message's history, oldest first: its last 32 events and how
+        many older ones were dropped. A live or retained message only
+        (``MessageNotFound`` otherwise)."""
+        return await self._run(ops.events(self.name, id))
+
     async def cancel(self, id: str) -> None:
         """Cancels a message in any state; ``MessageNotFound`` if unknown."""
         return await self._run(ops.cancel(self.name, id))

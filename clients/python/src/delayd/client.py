@@ -223,6 +223,12 @@ class Queue:
     def get(self, id: str) -> m.Message:
         return self._run(ops.get_message(self.name, id))
 
+    def events(self, id: str) -> m.History:
+        """The message's history, oldest first: its last 32 events and how
+        many older ones were dropped. A live or retained message only
+        (``MessageNotFound`` otherwise)."""
+        return self._run(ops.events(self.name, id))
+
     def cancel(self, id: str) -> None:
         """Cancels a message in any state; ``MessageNotFound`` if unknown."""
         return self._run(ops.cancel(self.name, id))

@@ -354,6 +354,91 @@ class KeyInfo:
         )
 
 
+EventType = Literal[
+    "enqueued",
+    "replaced",
+    "rescheduled",
+    "leased",
+    "acked",
+    "nacked",
+    "deferred",
+    "expired",
+    "push_failed",
+    "dead",
+    "redriven",
+    "cancelled",
+]
+"""An event's ``type``. :attr:`Event.type` is a plain ``str``, so a type a
+newer server adds still reads (with its fields in :attr:`Event.fields`)."""
+
+_EVENT_OWN = ("at", "type", "attempt")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One transition of a message (its history: ``Queue.events``).
+
+    ``at``: when (epoch ms); ``type``: one of :data:`EventType`;
+    ``attempt``: the message's attempt number after the event. The other
+    attributes are the type's fields, ``None`` for a type without them:
+    ``replaced`` has ``after_lease``; ``leased`` ``lease_until`` and ``via``
+    (``http``, ``beanstalk`` or ``push``); ``nacked`` ``delay_ms`` and
+    ``error`` (each ``None`` when the nack gave none); ``deferred``
+    ``until`` and ``reason`` (``nack``, ``push_429`` or ``push_503``);
+    ``push_failed`` ``status`` (``None`` for a transport error), ``error``
+    and ``duration_ms``; ``dead`` ``reason`` (``max_attempts``,
+    ``max_deferrals`` or ``buried``). ``fields`` holds every field of the
+    event but ``at``, ``type`` and ``attempt``, as sent (also those of a
+    type or field this client does not know)."""
+
+    at: int
+    type: str
+    attempt: int
+    after_lease: Optional[bool] = None
+    lease_until: Optional[int] = None
+    via: Optional[str] = None
+    delay_ms: Optional[int] = None
+    error: Optional[str] = None
+    until: Optional[int] = None
+    reason: Optional[str] = None
+    status: Optional[int] = None
+    duration_ms: Optional[int] = None
+    fields: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Event":
+        after_lease = obj.get("after_lease")
+        return cls(
+            at=int(obj["at"]),
+            type=str(obj["type"]),
+            attempt=int(obj["attempt"]),
+            after_lease=None if after_lease is None else bool(after_lease),
+            lease_until=_opt_int(obj, "lease_until"),
+            via=_opt_str(obj, "via"),
+            delay_ms=_opt_int(obj, "delay_ms"),
+            error=_opt_str(obj, "error"),
+            until=_opt_int(obj, "until"),
+            reason=_opt_str(obj, "reason"),
+            status=_opt_int(obj, "status"),
+            duration_ms=_opt_int(obj, "duration_ms"),
+            fields={k: v for k, v in obj.items() if k not in _EVENT_OWN},
+        )
+
+
+@dataclass(frozen=True)
+class History:
+    """A message's history: its last 32 events, oldest first, and how many
+    older ones were ``dropped``."""
+
+    events: List[Event]
+    dropped: int = 0
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "History":
+        events = [Event.from_json(e) for e in obj["events"]]
+        return cls(events, int(obj.get("dropped") or 0))
+
+
 @dataclass(frozen=True)
 class QueueInfo:
     """The queue object: ``{name, config, paused, stats}``."""

@@ -83,6 +83,7 @@ ROUTES: Dict[str, Route] = {
     "batch": Route("POST", _Q + "/batch", fields=("messages",), nested={"messages": _MESSAGE}),
     "list_messages": Route("GET", _Q + "/messages", query=("state", "limit", "after"), idempotent=True),
     "get_message": Route("GET", _Q + "/messages/{id}", idempotent=True),
+    "events": Route("GET", _Q + "/messages/{id}/events", idempotent=True),
     "cancel": Route("DELETE", _Q + "/messages/{id}", idempotent=True),
     "reschedule": Route("PATCH", _Q + "/messages/{id}", fields=("delay_ms", "deliver_at", "priority"), idempotent=True),
     # Consuming

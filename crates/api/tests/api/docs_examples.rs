@@ -58,6 +58,7 @@ fn types() -> Vec<(&'static str, RoundTrip)> {
         ("PreviewBody", round_trip::<PreviewBody>),
         ("Preview", round_trip::<Preview>),
         ("KeyInfo", round_trip::<KeyInfo>),
+        ("History", round_trip::<History>),
     ]
 }
 

@@ -9,6 +9,7 @@ mod common;
 mod errors;
 mod failed_commit;
 mod flow_rate;
+mod history;
 mod interop_greenstalk;
 mod local;
 mod local_broker;

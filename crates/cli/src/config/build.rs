@@ -28,6 +28,7 @@ const LOCAL_ONLY: &[&str] = &[
     "horizon",
     "disk_reserve",
     "cache_size",
+    "message_history",
 ];
 
 /// Settings of a Redis store, refused with the embedded one.
@@ -205,12 +206,18 @@ fn local_store(layers: &Layers) -> Result<StoreConfig, ConfigError> {
         &LocalConfig::DEFAULT_PAYLOAD_CACHE_BYTES.to_string(),
         to_usize,
     )?;
+    let history = layers.parse("message_history", "on", |v| match v {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err("expected on or off".to_owned()),
+    })?;
     Ok(StoreConfig::Local {
         data_dir,
         durability,
         horizon: layers.parse_opt("horizon", parse_duration)?,
         disk_reserve,
         cache_size,
+        history,
     })
 }
 

@@ -22,6 +22,7 @@ mod cli_admin;
 mod cli_check;
 mod cli_check_history;
 mod cli_completions_and_closed_stdout;
+mod cli_events;
 mod cli_flow;
 mod cli_fsync_bench;
 mod cli_retention;

@@ -2,9 +2,10 @@
 //! and the mapping of API error codes back to `BrokerError` variants.
 
 use delayd_core::{
-    BrokerError, BrokerResult, Delivery, EnqueueOutcome, EnqueueRequest, FlowConfig, FlowKey,
-    KeyInfo, LeaseId, Message, MessageCounters, MessageId, MessageState, PushConfig, QueueConfig,
-    QueueConfigPatch, QueueInfo, QueueName, QueueStats, Rate, RetryPolicy, Schedule,
+    BrokerError, BrokerResult, DeathReason, DeferReason, Delivery, EnqueueOutcome, EnqueueRequest,
+    Event, EventKind, FlowConfig, FlowKey, History, KeyInfo, LeaseId, Message, MessageCounters,
+    MessageId, MessageState, PushConfig, QueueConfig, QueueConfigPatch, QueueInfo, QueueName,
+    QueueStats, Rate, RetryPolicy, Schedule, Via,
 };
 
 use crate::error::ClientError;
@@ -159,6 +160,94 @@ pub(super) fn to_message(view: wire::MessageView) -> BrokerResult<Message> {
         payload: view.payload.into_bytes(),
         ended_at: view.ended_at,
     })
+}
+
+/// A history as the server sent it, back in core's terms. An event type
+/// or a `via`/`reason` this version does not know means the answer is from
+/// a newer server than the trait can express: an error naming it.
+pub(super) fn to_history(history: wire::History) -> BrokerResult<History> {
+    let events = history
+        .events
+        .into_iter()
+        .map(to_event)
+        .collect::<BrokerResult<_>>()?;
+    Ok(History {
+        events,
+        dropped: history.dropped,
+    })
+}
+
+fn to_event(event: wire::Event) -> BrokerResult<Event> {
+    use wire::EventKind as Wire;
+    let kind = match event.kind {
+        Wire::Enqueued => EventKind::Enqueued,
+        Wire::Replaced { after_lease } => EventKind::Replaced { after_lease },
+        Wire::Rescheduled => EventKind::Rescheduled,
+        Wire::Leased { lease_until, via } => EventKind::Leased {
+            lease_until,
+            via: parse_via(&via)?,
+        },
+        Wire::Acked => EventKind::Acked,
+        Wire::Nacked { delay_ms, error } => EventKind::Nacked { delay_ms, error },
+        Wire::Deferred { until, reason } => EventKind::Deferred {
+            until,
+            reason: parse_defer_reason(&reason)?,
+        },
+        Wire::Expired => EventKind::Expired,
+        Wire::PushFailed {
+            status,
+            error,
+            duration_ms,
+        } => EventKind::PushFailed {
+            status,
+            error,
+            duration_ms,
+        },
+        Wire::Dead { reason } => EventKind::Dead {
+            reason: parse_death_reason(&reason)?,
+        },
+        Wire::Redriven => EventKind::Redriven,
+        Wire::Cancelled => EventKind::Cancelled,
+        Wire::Other { name, .. } => return Err(unknown("event type", &name)),
+    };
+    Ok(Event {
+        at: event.at,
+        attempt: event.attempt,
+        kind,
+    })
+}
+
+fn unknown(what: &str, value: &str) -> BrokerError {
+    BrokerError::unavailable(format!("server sent unknown {what} {value:?}"))
+}
+
+fn parse_via(via: &str) -> BrokerResult<Via> {
+    [Via::Http, Via::Beanstalk, Via::Push]
+        .into_iter()
+        .find(|v| v.as_str() == via)
+        .ok_or_else(|| unknown("leased event `via`", via))
+}
+
+fn parse_defer_reason(reason: &str) -> BrokerResult<DeferReason> {
+    [
+        DeferReason::Nack,
+        DeferReason::Push429,
+        DeferReason::Push503,
+    ]
+    .into_iter()
+    .find(|r| r.as_str() == reason)
+    .ok_or_else(|| unknown("deferred event `reason`", reason))
+}
+
+fn parse_death_reason(reason: &str) -> BrokerResult<DeathReason> {
+    [
+        DeathReason::MaxAttempts,
+        DeathReason::MaxDeferrals,
+        DeathReason::Buried,
+    ]
+    .into_iter()
+    .find(|r| r.as_str() == reason)
+    .ok_or_else(|| unknown("dead event `reason`", reason))
 }
 
 pub(super) fn to_delivery(queue: &QueueName, leased: wire::Leased) -> BrokerResult<Delivery> {
@@ -331,6 +420,47 @@ pub(super) fn to_outcome(done: wire::Enqueued) -> BrokerResult<EnqueueOutcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn history_reads_back_and_names_what_it_cannot() {
+        let wire: wire::History = serde_json::from_value(serde_json::json!({
+            "events": [
+                {"at": 1, "type": "leased", "attempt": 1, "lease_until": 9, "via": "beanstalk"},
+                {"at": 2, "type": "deferred", "attempt": 0, "until": 5, "reason": "push_503"},
+                {"at": 3, "type": "dead", "attempt": 0, "reason": "max_deferrals"}],
+            "dropped": 4}))
+        .unwrap();
+        let history = to_history(wire).unwrap();
+        assert_eq!(history.dropped, 4);
+        let kinds: Vec<EventKind> = history.events.into_iter().map(|e| e.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                EventKind::Leased {
+                    lease_until: 9,
+                    via: Via::Beanstalk
+                },
+                EventKind::Deferred {
+                    until: 5,
+                    reason: DeferReason::Push503
+                },
+                EventKind::Dead {
+                    reason: DeathReason::MaxDeferrals
+                },
+            ]
+        );
+        let newer = |event: serde_json::Value| {
+            let wire: wire::History =
+                serde_json::from_value(serde_json::json!({"events": [event], "dropped": 0}))
+                    .unwrap();
+            to_history(wire).unwrap_err().to_string()
+        };
+        let err = newer(serde_json::json!({"at": 1, "type": "teleported", "attempt": 0}));
+        assert!(err.contains("event type \"teleported\""), "{err}");
+        let err = newer(serde_json::json!(
+            {"at": 1, "type": "leased", "attempt": 1, "lease_until": 2, "via": "grpc"}));
+        assert!(err.contains("`via` \"grpc\""), "{err}");
+    }
 
     #[test]
     fn codes_map_back_to_broker_errors() {

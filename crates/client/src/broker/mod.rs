@@ -22,9 +22,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use delayd_core::{
     Broker, BrokerError, BrokerResult, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest,
-    FlowKey, KeyInfo, LeaseId, LeaseRequest, ListQuery, Message, MessageId, MessageState, Nack,
-    QueueConfigPatch, QueueInfo, QueueName, Redrive, Reschedule, Schedule, ScheduleDefinition,
-    ScheduleId, ScheduleRecord, Upsert,
+    FlowKey, History, KeyInfo, LeaseId, LeaseRequest, ListQuery, Message, MessageId, MessageState,
+    Nack, QueueConfigPatch, QueueInfo, QueueName, Redrive, Reschedule, Schedule,
+    ScheduleDefinition, ScheduleId, ScheduleRecord, Upsert, Via,
 };
 
 use crate::client::Client;
@@ -34,8 +34,8 @@ mod convert;
 mod schedules;
 
 use convert::{
-    not_available, schedule_fields, to_delivery, to_key_info, to_message, to_new_message,
-    to_outcome, to_put_body, to_queue_info, wire_error, Subject,
+    not_available, schedule_fields, to_delivery, to_history, to_key_info, to_message,
+    to_new_message, to_outcome, to_put_body, to_queue_info, wire_error, Subject,
 };
 
 /// api.md's maximum batch size; bigger enqueues are split.
@@ -261,10 +261,13 @@ impl Broker for HttpBroker {
         views.into_iter().map(to_message).collect()
     }
 
-    async fn lease(
+    /// Over HTTP every lease is an HTTP lease: the server names it so in
+    /// the message's history, whatever `via` says.
+    async fn lease_via(
         &self,
         queues: &[QueueName],
         request: LeaseRequest,
+        _via: Via,
     ) -> BrokerResult<Vec<Delivery>> {
         let [queue] = queues else {
             return Err(not_available("leasing from several queues at once"));
@@ -280,6 +283,11 @@ impl Broker for HttpBroker {
             .await
             .map_err(|err| Subject::queue(queue).map(err))?;
         leased.into_iter().map(|l| to_delivery(queue, l)).collect()
+    }
+
+    async fn events(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<History> {
+        let history = self.client.events(queue.as_str(), id.as_str()).await;
+        to_history(history.map_err(|err| Subject::message(queue, id).map(err))?)
     }
 
     async fn lease_message(

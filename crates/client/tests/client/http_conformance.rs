@@ -1,8 +1,9 @@
 //! The conformance suite (the HTTP-visible rules) run through the whole
 //! stack: `HttpBroker` -> client -> HTTP -> server -> broker, once over the
 //! reference model and once over LocalBroker; the schedule, flow
-//! control and retention cases over both, on a virtual clock; the cases of time settled
-//! at the call over LocalBroker with its driver held, on a virtual clock.
+//! control, retention and history cases over both, on a virtual clock;
+//! the cases of time settled at the call over LocalBroker with its driver
+//! held, on a virtual clock.
 
 use crate::common;
 
@@ -77,6 +78,20 @@ mod model {
                 | super::super::over_http(Arc::new(ModelBroker::with_clock(clock)), ())
         );
     }
+
+    /// Message history (`GET .../events`) through the whole stack, on the
+    /// model's virtual clock.
+    mod history {
+        use std::sync::Arc;
+
+        use delayd_core::testkit::ModelBroker;
+
+        delayd_core::conformance_tests_history!(
+            virtual_time
+                | clock
+                | super::super::over_http(Arc::new(ModelBroker::with_clock(clock)), ())
+        );
+    }
 }
 
 mod local {
@@ -123,6 +138,11 @@ mod local {
         // Retention over LocalBroker, on the same virtual clock.
         mod retention {
             delayd_core::conformance_tests_retention!(virtual_time | clock | super::fresh(clock));
+        }
+
+        // Message history over LocalBroker, on the same virtual clock.
+        mod history {
+            delayd_core::conformance_tests_history!(virtual_time | clock | super::fresh(clock));
         }
     }
 

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::{BrokerError, BrokerResult};
+use crate::events::{DeathReason, DeferReason, EventKind};
 use crate::flow::{
     self, Bucket, Deferral, Deferred, FlowConfig, FlowKey, GateState, Hold, KeyInfo,
 };
@@ -182,6 +183,7 @@ impl State {
         &mut self,
         key: &(QueueName, MessageId),
         delay_ms: Option<u64>,
+        reason: DeferReason,
         now: u64,
     ) -> BrokerResult<()> {
         let config = self.config(&key.0)?;
@@ -189,7 +191,8 @@ impl State {
             return Err(no_flow(&key.0));
         };
         let stored = self.stored_mut(&key.0, &key.1)?;
-        let (deferred, flow_key) = defer_message(stored, &flow, &config.retry, delay_ms, now);
+        let (deferred, flow_key) =
+            defer_message(stored, &flow, &config.retry, delay_ms, reason, now);
         if let Some(until) = deferred.cools_until() {
             let Some(queue) = self.queues.get_mut(&key.0) else {
                 return Ok(());
@@ -290,6 +293,7 @@ fn defer_message(
     flow: &FlowConfig,
     retry: &crate::model::RetryPolicy,
     delay_ms: Option<u64>,
+    reason: DeferReason,
     now: u64,
 ) -> (Deferred, Option<FlowKey>) {
     stored.lease = None;
@@ -298,14 +302,25 @@ fn defer_message(
     m.lease_until = None;
     m.attempts = deferred.attempts;
     m.deferrals = deferred.deferrals;
-    match deferred.verdict {
-        Deferral::Dead => state::kill(m, now),
+    let kind = match deferred.verdict {
+        Deferral::Dead => {
+            state::kill(m, now);
+            EventKind::Dead {
+                reason: DeathReason::MaxDeferrals,
+            }
+        }
         Deferral::Again { deliver_at } => {
             m.deliver_at = deliver_at;
             m.state = state::waiting_state(deliver_at, now);
+            EventKind::Deferred {
+                until: deliver_at,
+                reason,
+            }
         }
-    }
-    (deferred, m.key.clone())
+    };
+    let key = m.key.clone();
+    stored.record(now, kind);
+    (deferred, key)
 }
 
 /// `defer: true` on a queue without `flow` (api.md: 400).

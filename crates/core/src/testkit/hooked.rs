@@ -9,6 +9,7 @@ use async_trait::async_trait;
 
 use crate::broker::{Broker, Upsert};
 use crate::error::BrokerResult;
+use crate::events::{History, Via};
 use crate::message::{
     Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, LeaseRequest, ListQuery, Message,
     Nack, Redrive, Reschedule,
@@ -105,9 +106,18 @@ impl<B: Broker> Broker for Hooked<B> {
         (self.hook)("list").await;
         self.inner.list(q, query).await
     }
-    async fn lease(&self, qs: &[QueueName], r: LeaseRequest) -> BrokerResult<Vec<Delivery>> {
+    async fn lease_via(
+        &self,
+        qs: &[QueueName],
+        r: LeaseRequest,
+        via: Via,
+    ) -> BrokerResult<Vec<Delivery>> {
         (self.hook)("lease").await;
-        self.inner.lease(qs, r).await
+        self.inner.lease_via(qs, r, via).await
+    }
+    async fn events(&self, q: &QueueName, id: &MessageId) -> BrokerResult<History> {
+        (self.hook)("events").await;
+        self.inner.events(q, id).await
     }
     async fn lease_message(
         &self,

@@ -310,3 +310,42 @@ macro_rules! conformance_tests_retention {
         $crate::conformance_tests_retention!(@cases ($factory));
     };
 }
+
+/// The events of message history only the trait reaches (a lease's
+/// frontend, a failed push, a bury), for brokers in-process. Needs `flow`
+/// (a push 429 deferral): on Redis Cluster, one shard per queue.
+#[macro_export]
+macro_rules! conformance_tests_history_extended {
+    (@cases ($($how:tt)+)) => {
+        $crate::__conformance_cases!($($how)+;
+            history_frontends_push_and_bury,
+        );
+    };
+    (virtual_time |$clock:ident| $factory:expr) => {
+        $crate::conformance_tests_history_extended!(@cases (virtual_time |$clock| $factory));
+    };
+    ($factory:expr) => {
+        $crate::conformance_tests_history_extended!(@cases ($factory));
+    };
+}
+
+/// The rules of message history (api.md, "Message history"): the events
+/// of each transition, the 32-event cap, the history ending with the
+/// message or its retention. HTTP-visible: for every broker (the events
+/// only the trait reaches are in `conformance_tests_history_extended!`).
+#[macro_export]
+macro_rules! conformance_tests_history {
+    (@cases ($($how:tt)+)) => {
+        $crate::__conformance_cases!($($how)+;
+            history_of_a_life,
+            history_expiry_deferral_cancel,
+            history_keeps_the_last_32,
+        );
+    };
+    (virtual_time |$clock:ident| $factory:expr) => {
+        $crate::conformance_tests_history!(@cases (virtual_time |$clock| $factory));
+    };
+    ($factory:expr) => {
+        $crate::conformance_tests_history!(@cases ($factory));
+    };
+}

@@ -22,6 +22,7 @@ use super::state::{self, State};
 use crate::broker::{Broker, Upsert};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{BrokerError, BrokerResult};
+use crate::events::{DeathReason, EventKind, History, Via};
 use crate::flow::{FlowKey, KeyInfo};
 use crate::message::{
     Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest, LeaseRequest, ListQuery, Message,
@@ -73,6 +74,29 @@ impl ModelBroker {
         Ok((state, now))
     }
 
+    /// What a restart does to a lease held when the server stopped
+    /// (api.md, "Crash and shutdown"): it comes back as an expired lease,
+    /// a failed attempt from now. For tests that restart a real broker
+    /// beside the model.
+    pub fn expire_at_restart(
+        &self,
+        queue: &QueueName,
+        id: &MessageId,
+        lease: &LeaseId,
+    ) -> BrokerResult<()> {
+        let (mut state, now) = self.open()?;
+        let config = state.config(queue)?;
+        let stored = state.leased_mut(queue, id, lease)?;
+        stored.msg.counters.timeouts += 1;
+        stored.record(now, EventKind::Expired);
+        state::fail_attempt(stored, &config, now, None, true);
+        if stored.msg.state == MessageState::Scheduled && stored.msg.deliver_at <= now {
+            stored.msg.state = MessageState::Ready;
+        }
+        self.changed.notify_waiters();
+        Ok(())
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock can only come from a bug in the
         // model itself; its state is still the best we have, so keep going.
@@ -88,6 +112,7 @@ impl ModelBroker {
         &self,
         queues: &[QueueName],
         request: &LeaseRequest,
+        via: Via,
         watched: &[(QueueName, u64)],
     ) -> BrokerResult<Result<Vec<Delivery>, Option<u64>>> {
         let mut guard = self.lock();
@@ -116,7 +141,7 @@ impl ModelBroker {
                 .lease_ms
                 .or(stored.msg.lease_ms)
                 .unwrap_or(queue_lease);
-            out.push(state::deliver(stored, now, lease_ms));
+            out.push(state::deliver(stored, now, lease_ms, via));
         }
         Ok(Ok(out))
     }
@@ -220,6 +245,11 @@ impl Broker for ModelBroker {
         state.shown(queue, id)
     }
 
+    async fn events(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<History> {
+        let (state, _) = self.open()?;
+        state.history(queue, id)
+    }
+
     async fn get_by_seq(&self, seq: u64) -> BrokerResult<Option<Message>> {
         let (state, _) = self.open()?;
         let found = state.messages.values().find(|s| s.msg.seq == seq);
@@ -245,7 +275,8 @@ impl Broker for ModelBroker {
         change: Reschedule,
     ) -> BrokerResult<Message> {
         let (mut state, now) = self.open()?;
-        let m = &mut state.stored_mut(queue, id)?.msg;
+        let stored = state.stored_mut(queue, id)?;
+        let m = &mut stored.msg;
         if matches!(m.state, MessageState::Leased | MessageState::Dead) {
             return Err(BrokerError::InvalidState {
                 id: id.clone(),
@@ -261,6 +292,7 @@ impl Broker for ModelBroker {
         }
         m.state = state::waiting_state(m.deliver_at, now);
         let out = m.clone();
+        stored.record(now, EventKind::Rescheduled);
         self.changed.notify_waiters();
         Ok(out)
     }
@@ -283,10 +315,11 @@ impl Broker for ModelBroker {
         Ok(page.cloned().collect())
     }
 
-    async fn lease(
+    async fn lease_via(
         &self,
         queues: &[QueueName],
         request: LeaseRequest,
+        via: Via,
     ) -> BrokerResult<Vec<Delivery>> {
         let watched = {
             let state = self.lock();
@@ -299,7 +332,7 @@ impl Broker for ModelBroker {
             // Registered before looking, so a change between the look and
             // the sleep still wakes us.
             let notified = self.changed.notified();
-            let next = match self.try_lease(queues, &request, &watched)? {
+            let next = match self.try_lease(queues, &request, via, &watched)? {
                 Ok(found) => return Ok(found),
                 Err(next) => next,
             };
@@ -339,7 +372,7 @@ impl Broker for ModelBroker {
             });
         }
         let lease_ms = lease_ms.or(stored.msg.lease_ms).unwrap_or(queue_lease);
-        Ok(state::deliver(stored, now, lease_ms))
+        Ok(state::deliver(stored, now, lease_ms, Via::Beanstalk))
     }
 
     async fn ack(&self, queue: &QueueName, id: &MessageId, lease: &LeaseId) -> BrokerResult<()> {
@@ -375,7 +408,8 @@ impl Broker for ModelBroker {
             if let Some(error) = nack.error_text() {
                 stored.msg.last_error = Some(error.to_owned());
             }
-            state.defer(&(queue.clone(), id.clone()), nack.delay_ms, now)?;
+            let reason = nack.defer_reason();
+            state.defer(&(queue.clone(), id.clone()), nack.delay_ms, reason, now)?;
             self.changed.notify_waiters();
             return Ok(());
         }
@@ -387,6 +421,7 @@ impl Broker for ModelBroker {
         if let Some(error) = nack.error_text() {
             stored.msg.last_error = Some(error.to_owned());
         }
+        stored.record(now, nack.event());
         state::fail_attempt(stored, &config, now, nack.delay_ms, nack.may_die);
         if stored.msg.state == MessageState::Scheduled && stored.msg.deliver_at <= now {
             stored.msg.state = MessageState::Ready;
@@ -409,6 +444,8 @@ impl Broker for ModelBroker {
             stored.msg.priority = priority;
         }
         state::kill(&mut stored.msg, now);
+        let reason = DeathReason::Buried;
+        stored.record(now, EventKind::Dead { reason });
         self.changed.notify_waiters();
         Ok(())
     }
@@ -452,13 +489,15 @@ impl Broker for ModelBroker {
             Redrive::Oldest(n) => dead.into_iter().take(n as usize).map(|d| d.2).collect(),
         };
         for id in &chosen {
-            let m = &mut state.stored_mut(queue, id)?.msg;
+            let stored = state.stored_mut(queue, id)?;
+            let m = &mut stored.msg;
             m.state = MessageState::Ready;
             m.attempts = 0;
             m.deferrals = 0;
             m.died_at = None;
             m.deliver_at = m.deliver_at.min(now);
             m.counters.kicks += 1;
+            stored.record(now, EventKind::Redriven);
         }
         self.changed.notify_waiters();
         Ok(chosen.len() as u64)

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use tokio::time::Instant;
 
 use crate::error::{BrokerError, BrokerResult};
+use crate::events::{DeathReason, Event, EventKind, History, Via};
 use crate::message::{
     Delivery, EnqueueOutcome, EnqueueRequest, Message, MessageCounters, MessageState,
 };
@@ -46,12 +47,31 @@ impl QueueState {
     }
 }
 
-/// One live message plus the one thing `Message` does not carry: the id of
-/// its current lease.
+/// One live message plus what `Message` does not carry: the id of its
+/// current lease, and its history.
 #[derive(Debug, Clone)]
 pub(crate) struct Stored {
     pub msg: Message,
     pub lease: Option<LeaseId>,
+    pub history: History,
+}
+
+impl Stored {
+    /// Appends an event at `at`, with the attempt number as it is now
+    /// (after the transition).
+    pub fn record(&mut self, at: u64, kind: EventKind) {
+        let attempt = self.msg.attempts;
+        self.history.push(Event { at, attempt, kind });
+    }
+}
+
+/// An ended message kept for its queue's `retain_ms`: payload emptied,
+/// state `Acked` or `Cancelled`, with its history and the time it goes.
+#[derive(Debug, Clone)]
+pub(crate) struct Retained {
+    pub msg: Message,
+    pub history: History,
+    pub until: u64,
 }
 
 #[derive(Debug, Default)]
@@ -61,7 +81,7 @@ pub(crate) struct State {
     pub messages: BTreeMap<(QueueName, MessageId), Stored>,
     /// Ended messages kept for their queue's `retain_ms` (payload
     /// emptied, state `Acked` or `Cancelled`), with the time they go.
-    pub retained: BTreeMap<(QueueName, MessageId), (Message, u64)>,
+    pub retained: BTreeMap<(QueueName, MessageId), Retained>,
     /// Keyed by (queue, schedule id), so a queue's schedules list by id.
     pub schedules: BTreeMap<(QueueName, ScheduleId), ScheduleRecord>,
     /// Wall and tokio time of the last settle, to tell a wall-clock jump
@@ -130,7 +150,7 @@ impl State {
             changed |= self.settle_one(&key, now);
         }
         self.forget_idle_keys(now);
-        self.retained.retain(|_, (_, until)| *until > now);
+        self.retained.retain(|_, r| r.until > now);
         changed
     }
 
@@ -139,19 +159,30 @@ impl State {
     /// keeps ended messages. `None` when no such message lives.
     pub fn end(&mut self, key: &(QueueName, MessageId), how: MessageState, now: u64) -> Option<()> {
         debug_assert!(how.ended(), "{how} is not an end");
-        let stored = self.messages.remove(key)?;
+        let mut stored = self.messages.remove(key)?;
         let until = self
             .queues
             .get(&key.0)
             .and_then(|q| q.config.retained_until(now));
         if let Some(until) = until {
+            stored.lease = None;
+            let kind = match how {
+                MessageState::Acked => EventKind::Acked,
+                _ => EventKind::Cancelled,
+            };
+            stored.record(now, kind);
             let mut msg = stored.msg;
             msg.state = how;
             msg.ended_at = Some(now);
             msg.payload = Vec::new();
             msg.lease_until = None;
             msg.died_at = None;
-            self.retained.insert(key.clone(), (msg, until));
+            let retained = Retained {
+                msg,
+                history: stored.history,
+                until,
+            };
+            self.retained.insert(key.clone(), retained);
         }
         Some(())
     }
@@ -161,7 +192,17 @@ impl State {
         let key = (queue.clone(), id.clone());
         match (self.messages.get(&key), self.retained.get(&key)) {
             (Some(stored), _) => Ok(stored.msg.clone()),
-            (None, Some((msg, _))) => Ok(msg.clone()),
+            (None, Some(r)) => Ok(r.msg.clone()),
+            (None, None) => Err(not_found(queue, id)),
+        }
+    }
+
+    /// The history of the message `id` of `queue`: live, or retained.
+    pub fn history(&self, queue: &QueueName, id: &MessageId) -> BrokerResult<History> {
+        let key = (queue.clone(), id.clone());
+        match (self.messages.get(&key), self.retained.get(&key)) {
+            (Some(stored), _) => Ok(stored.history.clone()),
+            (None, Some(r)) => Ok(r.history.clone()),
             (None, None) => Err(not_found(queue, id)),
         }
     }
@@ -204,7 +245,7 @@ impl State {
         let key = (queue.clone(), id.clone());
         // A live message, or a retained one, holds its id.
         let taken = (self.messages.get(&key).map(|s| &s.msg))
-            .or_else(|| self.retained.get(&key).map(|(m, _)| m));
+            .or_else(|| self.retained.get(&key).map(|r| &r.msg));
         if let Some(existing) = taken {
             return Ok(EnqueueOutcome {
                 id,
@@ -236,7 +277,13 @@ impl State {
             last_error: None,
             ended_at: None,
         };
-        self.messages.insert(key, Stored { msg, lease: None });
+        let mut stored = Stored {
+            msg,
+            lease: None,
+            history: History::default(),
+        };
+        stored.record(now, EventKind::Enqueued);
+        self.messages.insert(key, stored);
         Ok(EnqueueOutcome {
             id,
             seq,
@@ -286,6 +333,7 @@ impl State {
             if now >= until {
                 // An expired lease is a failed attempt, timed from the expiry.
                 stored.msg.counters.timeouts += 1;
+                stored.record(until, EventKind::Expired);
                 fail_attempt(stored, &config, until, None, true);
                 changed = true;
             }
@@ -359,11 +407,12 @@ impl State {
                 }
             }
         }
-        for ((queue, id), (m, until)) in &self.retained {
+        for ((queue, id), r) in &self.retained {
+            let m = &r.msg;
             let ctx = format!("retained {queue}/{id} at {now}: {m:?}");
             debug_assert!(self.queues.contains_key(queue), "orphan {ctx}");
             debug_assert!(m.state.ended() && m.ended_at.is_some(), "not ended {ctx}");
-            debug_assert!(*until > now, "kept past its time {ctx}");
+            debug_assert!(r.until > now, "kept past its time {ctx}");
             debug_assert!(m.payload.is_empty(), "payload kept {ctx}");
         }
         for ((queue, id), record) in &self.schedules {
@@ -506,15 +555,19 @@ impl State {
     }
 }
 
-/// Hands `stored` out under a fresh lease of `lease_ms` from `now`.
-pub(crate) fn deliver(stored: &mut Stored, now: u64, lease_ms: u64) -> Delivery {
+/// Hands `stored` out under a fresh lease of `lease_ms` from `now`, by
+/// the frontend `via`.
+pub(crate) fn deliver(stored: &mut Stored, now: u64, lease_ms: u64, via: Via) -> Delivery {
     let lease = LeaseId::generate();
+    let lease_until = now.saturating_add(lease_ms);
+    stored.lease = Some(lease.clone());
     let m = &mut stored.msg;
     m.state = MessageState::Leased;
     m.attempts += 1;
-    m.lease_until = Some(now.saturating_add(lease_ms));
+    m.lease_until = Some(lease_until);
     m.died_at = None;
-    stored.lease = Some(lease.clone());
+    stored.record(now, EventKind::Leased { lease_until, via });
+    let m = &stored.msg;
     Delivery {
         queue: m.queue.clone(),
         id: m.id.clone(),
@@ -547,6 +600,12 @@ pub(crate) fn fail_attempt(
     m.deferrals = 0;
     if may_die && config.exhausted(m.attempts, m.max_attempts) {
         kill(m, at);
+        stored.record(
+            at,
+            EventKind::Dead {
+                reason: DeathReason::MaxAttempts,
+            },
+        );
         return;
     }
     let delay = delay_ms.unwrap_or_else(|| config.retry.delay_with_jitter(m.attempts));

@@ -29,3 +29,9 @@ delayd_core::conformance_tests_time_at_call!(
 delayd_core::conformance_tests_retention!(
     virtual_time | clock | async move { Arc::new(ModelBroker::with_clock(clock)) }
 );
+delayd_core::conformance_tests_history!(
+    virtual_time | clock | async move { Arc::new(ModelBroker::with_clock(clock)) }
+);
+delayd_core::conformance_tests_history_extended!(
+    virtual_time | clock | async move { Arc::new(ModelBroker::with_clock(clock)) }
+);

@@ -118,7 +118,7 @@ const RESTORE: &str = "restore the data directory from a backup";
 
 /// Keyspace ids are given by fjall in creation order, which `Store::open`
 /// fixes (pinned by a test).
-const KEYSPACES: [&str; 10] = [
+const KEYSPACES: [&str; 11] = [
     "fjall catalogue",
     "meta",
     "queues",
@@ -129,6 +129,7 @@ const KEYSPACES: [&str; 10] = [
     "schedules",
     "retained",
     "expiry",
+    "events",
 ];
 
 fn keyspace_name(id: u64) -> &'static str {
@@ -148,6 +149,7 @@ fn keyspace_holds(id: u64) -> &'static str {
         "schedules" => "recurring schedules (definition, revision, cursor)",
         "retained" => "ended messages kept for their queue's retain_ms",
         "expiry" => "the index of retained messages by the time they go",
+        "events" => "messages' histories (their last events)",
         _ => "an unknown keyspace",
     }
 }

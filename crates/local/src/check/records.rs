@@ -88,6 +88,10 @@ fn decode(keyspace: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
             codec::decode_due_key(key)?;
             codec::decode_message_key(value).map(drop)
         }
+        "events" => {
+            codec::decode_event_key(key)?;
+            codec::decode_record::<codec::EventRecord>(value).map(drop)
+        }
         _ => {
             codec::decode_u64(key)?;
             codec::decode_message_key(value).map(drop)
@@ -112,6 +116,9 @@ pub(crate) fn describe_key(keyspace: &str, key: &[u8]) -> String {
         "expiry" => codec::decode_due_key(key)
             .ok()
             .map(|(at, seq)| format!("seq {seq} kept until {at}")),
+        "events" => codec::decode_event_key(key)
+            .ok()
+            .map(|(seq, n)| format!("event {n} of seq {seq}")),
         "meta" => std::str::from_utf8(key).ok().map(|k| format!("meta {k}")),
         "schedules" => schedule_codec::decode_schedule_key(key)
             .ok()

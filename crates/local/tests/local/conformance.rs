@@ -51,3 +51,5 @@ delayd_core::conformance_tests_schedules_extended!(virtual_time | clock | fresh(
 delayd_core::conformance_tests_flow!(virtual_time | clock | fresh(clock));
 delayd_core::conformance_tests_time_at_call!(virtual_time | clock | fresh_held(clock));
 delayd_core::conformance_tests_retention!(virtual_time | clock | fresh(clock));
+delayd_core::conformance_tests_history!(virtual_time | clock | fresh(clock));
+delayd_core::conformance_tests_history_extended!(virtual_time | clock | fresh(clock));

@@ -18,6 +18,7 @@ mod failed_write;
 mod fault_explorer;
 mod flow_fairness;
 mod flow_restart;
+mod history;
 mod horizon_bounded_memory;
 mod journal_prezero;
 mod model_state_machine;

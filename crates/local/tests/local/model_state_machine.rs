@@ -181,6 +181,8 @@ fn definition(op: &ScheduleOp) -> ScheduleDefinition {
 #[derive(Debug, PartialEq)]
 struct Snapshot {
     messages: Vec<Result<MessageView, &'static str>>,
+    /// Each message's history: the same events at the same times.
+    histories: Vec<Result<delayd_core::History, &'static str>>,
     stats: QueueStats,
     /// (id, deliver_at, priority) of each state's messages, sorted.
     by_state: Vec<Vec<(String, u64, u32)>>,
@@ -201,6 +203,7 @@ type MessageView = (
 async fn snapshot(b: &dyn Broker) -> Snapshot {
     let q = queue();
     let mut messages = Vec::new();
+    let mut histories = Vec::new();
     for i in 0..IDS {
         let view = b.get(&q, &id(i)).await.map(|m| {
             (
@@ -215,6 +218,7 @@ async fn snapshot(b: &dyn Broker) -> Snapshot {
             )
         });
         messages.push(view.map_err(|e| e.code()));
+        histories.push(b.events(&q, &id(i)).await.map_err(|e| e.code()));
     }
     let stats = b.get_queue(&q).await.expect("get_queue").stats;
     let mut by_state = Vec::new();
@@ -232,6 +236,7 @@ async fn snapshot(b: &dyn Broker) -> Snapshot {
     }
     Snapshot {
         messages,
+        histories,
         stats,
         by_state,
         schedules,
@@ -479,9 +484,9 @@ impl Pair {
         // Closing the store (dropping the broker) releases its lock file.
         drop(self.local.take());
         self.local = Some(open_local(&self.dir, &self.clock).await);
-        // LocalBroker expired every lease at open; the model fails them too.
+        // LocalBroker expired every lease at open; the model too.
         for (mid, (_, lb)) in self.leases.drain() {
-            let _ = self.model.nack(&queue(), &mid, &lb, Nack::default()).await;
+            let _ = self.model.expire_at_restart(&queue(), &mid, &lb);
         }
     }
 

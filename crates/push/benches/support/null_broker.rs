@@ -164,7 +164,16 @@ impl Broker for NullBroker {
         unsupported()
     }
 
-    async fn lease(&self, _: &[QueueName], request: LeaseRequest) -> BrokerResult<Vec<Delivery>> {
+    async fn events(&self, _: &QueueName, _: &MessageId) -> BrokerResult<delayd_core::History> {
+        unsupported()
+    }
+
+    async fn lease_via(
+        &self,
+        _: &[QueueName],
+        request: LeaseRequest,
+        _: delayd_core::Via,
+    ) -> BrokerResult<Vec<Delivery>> {
         loop {
             let notified = self.ready.notified();
             {

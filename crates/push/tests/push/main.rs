@@ -8,6 +8,7 @@ mod concurrency;
 mod dead_letter;
 mod flow_pushback;
 mod happy_path;
+mod history;
 mod lifecycle;
 mod push_metrics;
 mod retries;

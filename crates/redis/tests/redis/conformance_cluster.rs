@@ -33,6 +33,16 @@ async fn fresh_one_shard() -> Arc<dyn delayd_core::Broker> {
 }
 
 delayd_core::conformance_tests_flow!(fresh_one_shard());
+// The history cases defer (flow) too; the ones that do not also run on 3
+// shards (`history_three_shards`), where leases merge across shards.
+delayd_core::conformance_tests_history!(fresh_one_shard());
+delayd_core::conformance_tests_history_extended!(fresh_one_shard());
+
+mod history_three_shards {
+    use super::fresh;
+
+    delayd_core::__conformance_cases!(fresh(); history_of_a_life, history_keeps_the_last_32);
+}
 
 /// One URL of a Cluster node is enough: the broker sees `cluster_enabled`
 /// and uses a Cluster connection (a plain one would get MOVED errors).

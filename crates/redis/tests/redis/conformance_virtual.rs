@@ -1,7 +1,7 @@
-//! The schedule, flow and retention cases on virtual time (tokio's clock
-//! paused, the broker reading the case's `VirtualClock`), including the
-//! ones that move the wall clock (DST transitions, catch-up after a jump),
-//! against a single Redis.
+//! The schedule, flow, retention and history cases on virtual time
+//! (tokio's clock paused, the broker reading the case's `VirtualClock`),
+//! including the ones that move the wall clock (DST transitions, catch-up
+//! after a jump), against a single Redis.
 
 use std::sync::Arc;
 
@@ -29,3 +29,6 @@ delayd_core::conformance_tests_schedules!(virtual_time | clock | fresh(clock));
 delayd_core::conformance_tests_flow!(virtual_time | clock | fresh(clock));
 
 delayd_core::conformance_tests_retention!(virtual_time | clock | fresh(clock));
+
+delayd_core::conformance_tests_history!(virtual_time | clock | fresh(clock));
+delayd_core::conformance_tests_history_extended!(virtual_time | clock | fresh(clock));

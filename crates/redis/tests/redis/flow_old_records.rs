@@ -7,11 +7,15 @@
 //! record (22 fields, its own key `T:rt:<id>`) has golden tests of its own:
 //! what an ack writes is exactly that layout, and a hand-written one reads
 //! as retained until its `until`, whether or not Redis has expired it.
+//! Records written before history (no tail after the packed record) read
+//! with an empty history and start one at their next transition; the
+//! tail's encoding (docs/redis.md, "History") has golden bytes here.
 
 use crate::support::{broker, shared_single, unique_prefix, RedisServer};
 use delayd_core::{
-    Broker, Clock, EnqueueOptions, EnqueueRequest, FlowConfig, LeaseRequest, MessageId,
-    MessageState, Nack, QueueConfigPatch, QueueName, SystemClock,
+    Broker, Clock, DeathReason, DeferReason, EnqueueOptions, EnqueueRequest, Event, EventKind,
+    FlowConfig, History, LeaseRequest, MessageId, MessageState, Nack, QueueConfigPatch, QueueName,
+    SystemClock, Via,
 };
 use delayd_redis::RedisBroker;
 
@@ -331,6 +335,11 @@ async fn a_golden_retained_record_reads_until_its_time() {
         "cancel of a retained message: {gone:?}"
     );
     assert_eq!(node.get_by_seq(7).await.expect("get_by_seq"), None);
+    assert_eq!(
+        node.events(&q, &m1).await.expect("events"),
+        History::default(),
+        "retained before history: an empty one"
+    );
 
     // Past its until: gone at once, though the key is still there.
     let m2 = MessageId::new("m2").expect("id");
@@ -342,6 +351,14 @@ async fn a_golden_retained_record_reads_until_its_time() {
         "a record past its until: {past:?}"
     );
     assert_eq!(node.get_by_seq(8).await.expect("get_by_seq"), None);
+    let history = node.events(&q, &m2).await;
+    assert!(
+        matches!(
+            history,
+            Err(delayd_core::BrokerError::MessageNotFound { .. })
+        ),
+        "the history of a record past its until: {history:?}"
+    );
     let fresh = node
         .enqueue(
             &q,
@@ -364,4 +381,265 @@ async fn a_golden_retained_record_reads_until_its_time() {
     node.delete_queue(&q).await.expect("delete_queue");
     let left = server.cli(&["EXISTS", &k1, &index]);
     assert_eq!(left.trim(), "0", "the retained records go with the queue");
+}
+
+/// The stored value under `key` (a hash field when `field` is given) after
+/// its packed record, in hex: the history's tail (`''`: none).
+fn stored_tail(server: &RedisServer, key: &str, field: Option<&str>) -> String {
+    let script = "local v if ARGV[1] then v = redis.call('HGET', KEYS[1], ARGV[1]) \
+                  else v = redis.call('GET', KEYS[1]) end \
+                  local o = cmsgpack.unpack_one(v) if o < 0 then return '' end \
+                  return (v:sub(o + 1):gsub('.', function(c) \
+                  return string.format('%02x', c:byte()) end))";
+    let mut args = vec!["EVAL", script, "1", key];
+    args.extend(field);
+    server.cli(&args).trim().to_owned()
+}
+
+/// msgpack of a non-negative integer as cmsgpack writes it, in hex.
+fn mp_uint(v: u64) -> String {
+    match v {
+        0..=0x7f => format!("{v:02x}"),
+        0x80..=0xff => format!("cc{v:02x}"),
+        0x100..=0xffff => format!("cd{v:04x}"),
+        0x1_0000..=0xffff_ffff => format!("ce{v:08x}"),
+        _ => format!("cf{v:016x}"),
+    }
+}
+
+/// A record without history (what every version before it wrote: the
+/// packed record alone) reads with an empty history; its next transitions
+/// start one, exactly as the tail's golden bytes say: the count, then each
+/// event `[code, at - enqueued_at, attempt, extra...]`. Retained at its
+/// ack, the history goes with the record into its own key; a new enqueue
+/// stores the one `enqueued` event.
+#[tokio::test]
+async fn a_record_without_history_reads_an_empty_one_and_starts_one() {
+    // The 20-field layout of a live record (before and after retention),
+    // enqueued at 1000, attempts 1, releases 1, last_error "boom".
+    let (server, node, q, prefix, id) = with_old_record_in(
+        "{7, 'S', 1000, 0, 1024, 'hi', '', 1, '', '', '', '', '', 0, 1, 0, 0, '', 0, 'boom'}",
+    )
+    .await;
+    assert_eq!(
+        node.events(&q, &id).await.expect("events"),
+        History::default()
+    );
+    let tag = prefix.tag();
+    let msg = format!("{tag}:msg");
+    assert_eq!(stored_tail(server, &msg, Some("m1")), "", "no tail yet");
+
+    node.put_queue(&q, retaining(60_000)).await.expect("retain");
+    let lease = LeaseRequest {
+        max: 1,
+        wait_ms: 0,
+        lease_ms: Some(30_000),
+    };
+    let got = node
+        .lease(std::slice::from_ref(&q), lease)
+        .await
+        .expect("lease");
+    assert_eq!(got.len(), 1, "{got:?}");
+    let h = node.events(&q, &id).await.expect("events");
+    let leased_at = got[0].lease_until - 30_000;
+    let leased = Event {
+        at: leased_at,
+        attempt: 2,
+        kind: EventKind::Leased {
+            lease_until: got[0].lease_until,
+            via: Via::Http,
+        },
+    };
+    assert_eq!(h.events, std::slice::from_ref(&leased));
+    assert_eq!(h.dropped, 0);
+    // 1 event: [3 leased, at - enqueued_at, attempt 2, lease_ms 30000, via http].
+    let golden = format!("01 95 03 {} 02 cd7530 00", mp_uint(leased_at - 1000)).replace(' ', "");
+    assert_eq!(stored_tail(server, &msg, Some("m1")), golden);
+
+    node.ack(&q, &id, &got[0].lease_id).await.expect("ack");
+    let h = node.events(&q, &id).await.expect("events of the retained");
+    let acked_at = node
+        .get(&q, &id)
+        .await
+        .expect("get")
+        .ended_at
+        .expect("ended_at");
+    let acked = Event {
+        at: acked_at,
+        attempt: 2,
+        kind: EventKind::Acked,
+    };
+    assert_eq!(h.events, [leased, acked]);
+    let key = format!("{tag}:rt:m1");
+    let golden = format!(
+        "02 95 03 {} 02 cd7530 00 93 04 {} 02",
+        mp_uint(leased_at - 1000),
+        mp_uint(acked_at - 1000)
+    )
+    .replace(' ', "");
+    assert_eq!(stored_tail(server, &key, None), golden, "retained with it");
+
+    let fresh = node
+        .enqueue(
+            &q,
+            vec![EnqueueRequest {
+                id: Some(MessageId::new("m9").expect("id")),
+                ..EnqueueRequest::default()
+            }],
+            EnqueueOptions::default(),
+        )
+        .await
+        .expect("enqueue")
+        .remove(0)
+        .expect("item");
+    assert!(fresh.created);
+    // One event, [0, 0, 0]: enqueued at enqueued_at, attempt 0.
+    assert_eq!(stored_tail(server, &msg, Some("m9")), "0193000000");
+}
+
+/// A tail written by hand in the documented encoding (what cmsgpack makes
+/// of each event's table, negative numbers for "none") reads as exactly
+/// those events, with the older ones counted as dropped; the next event
+/// drops the oldest kept one once 32 are kept.
+#[tokio::test]
+async fn a_golden_history_tail_reads_as_its_events() {
+    let (server, node, q, prefix) = old_queue(QueueConfigPatch::default()).await;
+    let tag = prefix.tag();
+    // Enqueued at 1000 (deliver_at 1000, offset 0), pending, attempts 2.
+    let mut events = vec![
+        "{0, 0, 0}",
+        "{2, 5, 0}",
+        "{3, 10, 1, 30000, 1}",
+        "{5, 20, 1, -1}",
+        "{3, 30, 2, 500, 2}",
+        "{8, 40, 2, -1, 'refused', 12}",
+        "{6, 50, 1, 250, 2}",
+        "{7, 60, 1}",
+        "{9, 70, 1, 1}",
+        "{10, 80, 0}",
+        "{5, 90, 2, 0, 'boom'}",
+        "{9, 100, 2, 2}",
+        "{11, -5, 2}",
+        "{1, 110, 0, 1}",
+        "{4, 120, 2}",
+    ];
+    let named: Vec<(u64, u32, EventKind)> = vec![
+        (1000, 0, EventKind::Enqueued),
+        (1005, 0, EventKind::Rescheduled),
+        (
+            1010,
+            1,
+            EventKind::Leased {
+                lease_until: 31_010,
+                via: Via::Beanstalk,
+            },
+        ),
+        (
+            1020,
+            1,
+            EventKind::Nacked {
+                delay_ms: None,
+                error: None,
+            },
+        ),
+        (
+            1030,
+            2,
+            EventKind::Leased {
+                lease_until: 1530,
+                via: Via::Push,
+            },
+        ),
+        (
+            1040,
+            2,
+            EventKind::PushFailed {
+                status: None,
+                error: "refused".into(),
+                duration_ms: 12,
+            },
+        ),
+        (
+            1050,
+            1,
+            EventKind::Deferred {
+                until: 1300,
+                reason: DeferReason::Push503,
+            },
+        ),
+        (1060, 1, EventKind::Expired),
+        (
+            1070,
+            1,
+            EventKind::Dead {
+                reason: DeathReason::MaxDeferrals,
+            },
+        ),
+        (1080, 0, EventKind::Redriven),
+        (
+            1090,
+            2,
+            EventKind::Nacked {
+                delay_ms: Some(0),
+                error: Some("boom".into()),
+            },
+        ),
+        (
+            1100,
+            2,
+            EventKind::Dead {
+                reason: DeathReason::Buried,
+            },
+        ),
+        (995, 2, EventKind::Cancelled),
+        (1110, 0, EventKind::Replaced { after_lease: true }),
+        (1120, 2, EventKind::Acked),
+    ];
+    // Padded to 32 kept events (of 40 ever) with reschedules.
+    while events.len() < 32 {
+        events.push("{2, 200, 2}");
+    }
+    let tail: Vec<String> = events
+        .iter()
+        .map(|e| format!("cmsgpack.pack({e})"))
+        .collect();
+    let script = format!(
+        "redis.call('HSET', KEYS[1], 'm1', cmsgpack.pack({{7, 'S', 9000, 8000, 1024, 'hi', '', 2}}) \
+         .. cmsgpack.pack(40) .. {}) \
+         redis.call('ZADD', KEYS[2], 9000, struct.pack('>I8I4', 7, 1024) .. 'm1') return 1",
+        tail.join(" .. ")
+    );
+    let (msg, sched) = (format!("{tag}:msg"), format!("{tag}:sched"));
+    let out = server.cli(&["EVAL", &script, "2", &msg, &sched]);
+    assert_eq!(out.trim(), "1", "golden record written: {out}");
+
+    let id = MessageId::new("m1").expect("id");
+    let m = node.get(&q, &id).await.expect("get");
+    assert_eq!((m.enqueued_at, m.attempts), (1000, 2), "{m:?}");
+    let h = node.events(&q, &id).await.expect("events");
+    assert_eq!(h.dropped, 8);
+    assert_eq!(h.events.len(), 32);
+    let got: Vec<(u64, u32, EventKind)> = h
+        .events
+        .iter()
+        .take(named.len())
+        .map(|e| (e.at, e.attempt, e.kind.clone()))
+        .collect();
+    assert_eq!(got, named);
+
+    // One more: the enqueued event goes, the count goes on.
+    let change = delayd_core::Reschedule {
+        schedule: None,
+        priority: Some(5),
+    };
+    node.reschedule(&q, &id, change).await.expect("reschedule");
+    let h = node.events(&q, &id).await.expect("events");
+    assert_eq!((h.events.len(), h.dropped), (32, 9));
+    assert_eq!(h.events[0].kind, EventKind::Rescheduled);
+    assert_eq!(h.events[0].at, 1005);
+    let last = h.events.last().expect("an event");
+    assert_eq!(
+        (last.kind.clone(), last.attempt),
+        (EventKind::Rescheduled, 2)
+    );
 }

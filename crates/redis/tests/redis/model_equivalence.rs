@@ -8,7 +8,8 @@
 //! before comparing (the model fires at its next call, at the same time).
 //! Odd seeds run on a queue that retains ended messages for 30 ms, and
 //! every id is also read with `get` after every step (live, retained or
-//! not found).
+//! not found). Every id's history (`events`) is compared after every step
+//! too.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -64,23 +65,26 @@ async fn view(b: &dyn Broker, q: &QueueName) -> Vec<View> {
     for (_, messages) in list_by_state(b, q, 100).await {
         out.extend(messages.iter().map(view_of));
     }
-    // Each id by `get` as well: retained messages are listed nowhere.
+    // Each id by `get` as well: retained messages are listed nowhere. And
+    // its history, event for event.
     for id in IDS {
-        match b.get(q, &MessageId::new(id).unwrap()).await {
+        let id_ = MessageId::new(id).unwrap();
+        match b.get(q, &id_).await {
             Ok(m) => out.push(view_of(&m)),
-            Err(e) => out.push((
-                id.to_owned(),
-                MessageState::Dead,
-                0,
-                0,
-                0,
-                None,
-                None,
-                e.code().to_owned(),
-            )),
+            Err(e) => out.push(noted(id, e.code().to_owned())),
         }
+        let history = match b.events(q, &id_).await {
+            Ok(h) => format!("history {h:?}"),
+            Err(e) => format!("history {}", e.code()),
+        };
+        out.push(noted(id, history));
     }
     out
+}
+
+/// A view entry that only notes `what` about `id`.
+fn noted(id: &str, what: String) -> View {
+    (id.to_owned(), MessageState::Dead, 0, 0, 0, None, None, what)
 }
 
 fn code<T>(r: &BrokerResult<T>) -> &'static str {

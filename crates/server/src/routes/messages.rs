@@ -1,4 +1,5 @@
-//! Message endpoints: enqueue (one or a batch), get, cancel, reschedule.
+//! Message endpoints: enqueue (one or a batch), get, history, cancel,
+//! reschedule.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -6,7 +7,7 @@ use axum::Json;
 use delayd_core::{EnqueueOptions, EnqueueRequest, Reschedule};
 
 use delayd_api::{
-    BatchBody, BatchItemResult, BatchResults, EnqueueBody, Enqueued, Message, PatchBody,
+    BatchBody, BatchItemResult, BatchResults, EnqueueBody, Enqueued, History, Message, PatchBody,
 };
 
 use crate::convert::{self, enqueue_request, schedule, Limits};
@@ -110,6 +111,25 @@ pub async fn get_message(
     MessagePath(queue, id): MessagePath,
 ) -> ApiResult<Json<Message>> {
     Ok(Json(convert::message(state.broker.get(&queue, &id).await?)))
+}
+
+/// The history of a live or retained message, oldest first (api.md,
+/// "Message history"). Found and not found exactly as `GET` of the
+/// message: both ask the broker about the same record.
+#[utoipa::path(get, path = "/v1/queues/{queue}/messages/{id}/events", tag = "messages",
+    params(("queue" = String, Path, description = "Queue name"),
+        ("id" = String, Path, description = "Message id")),
+    responses((status = 200, body = History,
+            description = "The message's last 32 events, oldest first; `dropped` counts the older ones"),
+        (status = 404, body = ErrorBody,
+            description = "No live or retained message with this id (`message_not_found`)")))]
+pub async fn events(
+    State(state): State<AppState>,
+    MessagePath(queue, id): MessagePath,
+) -> ApiResult<Json<History>> {
+    Ok(Json(convert::history(
+        state.broker.events(&queue, &id).await?,
+    )))
 }
 
 #[utoipa::path(delete, path = "/v1/queues/{queue}/messages/{id}", tag = "messages",

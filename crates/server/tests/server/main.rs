@@ -12,6 +12,7 @@ mod dashboard_endpoints;
 mod dashboard_with_api;
 mod e2e_api;
 mod flow_api;
+mod history_api;
 mod http2_limits;
 mod https;
 mod oversized_content_length;

@@ -203,6 +203,7 @@ pub async fn counters_track_events(b: Arc<dyn Broker>) {
         may_die: false,
         defer: false,
         error: None,
+        push: None,
     };
     s::must(
         b.nack(&q, &out.id, &d.lease_id, keep).await,

@@ -4,7 +4,7 @@
 //! ones, `conformance_tests_extended!` the rest; the recurring-schedule
 //! cases have their own two macros, and the cases of time settled at the
 //! call (`time_at_call`) `conformance_tests_time_at_call!`, retention
-//! `conformance_tests_retention!`. docs/conformance.md lists
+//! `conformance_tests_retention!`, message history `conformance_tests_history!`. docs/conformance.md lists
 //! them with the choices made where api.md leaves room.
 //!
 //! Each case uses queue names unique to it and to the run, and assumes
@@ -14,6 +14,7 @@ mod consuming;
 mod dead;
 mod extended;
 mod flow;
+mod history;
 mod ids;
 mod lifecycle;
 mod queues;
@@ -28,6 +29,7 @@ pub use consuming::*;
 pub use dead::*;
 pub use extended::*;
 pub use flow::*;
+pub use history::*;
 pub use ids::*;
 pub use lifecycle::*;
 pub use queues::*;
