@@ -48,10 +48,13 @@ pub(crate) struct MessageRecord {
     /// The last failure's text ([`delayd_core::Message::last_error`];
     /// version 3).
     pub last_error: Option<Box<str>>,
-    /// Events appended to its history so far (version 4): the kept ones
-    /// are the last [`delayd_core::HISTORY_LEN`] of them, in the `events`
-    /// keyspace under `[seq][n]`.
+    /// Events of its history so far (version 4): event 0 is the implied
+    /// `enqueued`, the latest is `last`, the others of the last
+    /// [`delayd_core::HISTORY_LEN`] are in the `events` keyspace under
+    /// `[seq][n]` (module `history`).
     pub events: u32,
+    /// Its latest event once it had one after the enqueue (version 4).
+    pub last: Option<Box<delayd_core::Event>>,
 }
 
 impl MessageRecord {
@@ -328,6 +331,7 @@ impl From<MessageRecordV1> for MessageRecord {
             deferrals: 0,
             last_error: None,
             events: 0,
+            last: None,
         }
     }
 }
@@ -626,12 +630,22 @@ mod golden {
             deferrals: 2,
             last_error: Some("boom".into()),
             events: 5,
+            last: Some(Box::new(delayd_core::Event {
+                at: 1_700_000_000_000,
+                attempt: 2,
+                kind: delayd_core::EventKind::Leased {
+                    lease_until: 1_700_000_030_000,
+                    via: delayd_core::Via::Http,
+                },
+            })),
         }
     }
 
-    /// version 04: version 03's fields, then events 5.
+    /// version 04: version 03's fields, then events 5 and the latest
+    /// event Some(at, attempt 2, leased (3): lease_until, via http (0)).
     const MESSAGE: &str = "04086f726465722d3432ac020280d095ffbc3198c895ffbc3180080201050001\
-b0ba97ffbc3101024c31000100000301016b0176010874656e616e742d31020104626f6f6d05";
+b0ba97ffbc3101024c31000100000301016b0176010874656e616e742d31020104626f6f6d05\
+0180d095ffbc310203b0ba97ffbc3100";
 
     /// version 03: version 02's fields, then last_error Some("boom").
     const MESSAGE_V3: &str = "03086f726465722d3432ac020280d095ffbc3198c895ffbc3180080201050001\
@@ -649,6 +663,7 @@ b0ba97ffbc3101024c31000100000301016b0176010874656e616e742d3102";
         let decoded: MessageRecord = decode_record(&unhex(MESSAGE_V3)).expect("decode");
         let mut expected = message();
         expected.events = 0;
+        expected.last = None;
         assert_eq!(decoded, expected);
     }
 
@@ -660,6 +675,7 @@ b0ba97ffbc3101024c31000100000301016b0176010874656e616e742d3102";
         let mut expected = message();
         expected.last_error = None;
         expected.events = 0;
+        expected.last = None;
         assert_eq!(decoded, expected);
     }
 
@@ -673,6 +689,7 @@ b0ba97ffbc3101024c31000100000301016b0176010874656e616e742d3102";
         expected.deferrals = 0;
         expected.last_error = None;
         expected.events = 0;
+        expected.last = None;
         assert_eq!(decoded, expected);
     }
 
@@ -888,7 +905,7 @@ b0ba97ffbc3101024c31000100000301016b0176";
     /// 1700003601000: its record as version 4 writes it (state 4, `Acked`;
     /// lease cleared; events 5), then the two times.
     const RETAINED: &str = "01086f726465722d3432ac020480d095ffbc3198c895ffbc318008020105000000000100000301016b01760108\
-74656e616e742d31020104626f6f6d05e8d795ffbc31e8b4f180bd31";
+74656e616e742d31020104626f6f6d050180d095ffbc310203b0ba97ffbc3100e8d795ffbc31e8b4f180bd31";
 
     /// The same queue as version 2 wrote it (no flow).
     const QUEUE_V2: &str = "02b0ea010ae80780dddb0100000000000000400117687474703a2f2f3132372e302e\

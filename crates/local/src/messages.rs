@@ -81,6 +81,7 @@ impl State {
             deferrals: 0,
             last_error: None,
             events: 0,
+            last: None,
         };
         let mut record = record;
         self.append_event(&mut record, now, EventKind::Enqueued, tx)?;

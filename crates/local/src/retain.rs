@@ -110,7 +110,7 @@ impl State {
         tx: &mut Tx,
     ) -> BrokerResult<()> {
         for (key, r) in store.queue_retained(queue).map_err(store_err)? {
-            crate::history::forget(&mut tx.ws, r.message.seq, r.message.events);
+            crate::history::forget(&mut tx.ws, &r.message);
             tx.ws.delete(Space::Retained, key);
         }
         Ok(())
@@ -124,7 +124,7 @@ impl State {
             tx.ws.delete(Space::Expiry, codec::due_key(*until, *seq));
             match self.stored_retained(store, key) {
                 Ok(Some(r)) if r.until <= now => {
-                    crate::history::forget(&mut tx.ws, r.message.seq, r.message.events);
+                    crate::history::forget(&mut tx.ws, &r.message);
                     tx.ws.delete(Space::Retained, key.clone());
                 }
                 Ok(_) => {}

@@ -589,7 +589,7 @@ impl State {
         old: &MessageRecord,
         tx: &mut Tx,
     ) -> BrokerResult<()> {
-        crate::history::forget(&mut tx.ws, old.seq, old.events);
+        crate::history::forget(&mut tx.ws, old);
         self.remove_record(queue, old, tx)
     }
 
