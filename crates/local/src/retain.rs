@@ -25,8 +25,11 @@ use crate::store::{Space, Store};
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// Records reclaimed per state-lock hold: each is one point read.
 const SWEEP_BATCH: usize = 64;
-/// Batches per look; the rest waits for the next look.
-const SWEEP_BATCHES: usize = 64;
+/// Batches per look (the rest waits for the next look): up to 65,536
+/// records reclaimed a second, more than the acks a second this store
+/// takes, so a backlog shrinks; each batch is one lock hold, other calls
+/// run between them.
+const SWEEP_BATCHES: usize = 1024;
 
 impl State {
     /// Ends `rec` (a live message of `queue`, already unlinked) at `now`
@@ -150,10 +153,16 @@ pub(crate) async fn sweep(inner: Arc<Inner>) {
             () = tokio::time::sleep(SWEEP_EVERY) => {}
             () = inner.stopped() => return,
         }
+        // Each batch starts after the last one's entries: a scan from the
+        // start would walk the tombstones this look left (an LSM's range
+        // scan skips them one by one until they are compacted away). A new
+        // entry is never before the cursor (its time is its end plus the
+        // window), and each look starts from the beginning again.
+        let mut from = (0, 0);
         for _ in 0..SWEEP_BATCHES {
-            match sweep_batch(&inner).await {
-                Ok(full) if full => continue,
-                Ok(_) => break,
+            match sweep_batch(&inner, from).await {
+                Ok(Some(next)) => from = next,
+                Ok(None) => break,
                 Err(e) => {
                     tracing::warn!(error = %e, "sweeping retained messages failed; retrying");
                     break;
@@ -163,25 +172,31 @@ pub(crate) async fn sweep(inner: Arc<Inner>) {
     }
 }
 
-/// One batch; whether it was full (more may be due).
-async fn sweep_batch(inner: &Arc<Inner>) -> BrokerResult<bool> {
+/// One batch from `from`; where the next starts when it was full (more may
+/// be due).
+async fn sweep_batch(inner: &Arc<Inner>, from: (u64, u64)) -> BrokerResult<Option<(u64, u64)>> {
     let now = inner.clock.now_ms();
     let store = Arc::clone(&inner.store);
-    let found = tokio::task::spawn_blocking(move || store.expired(now, SWEEP_BATCH))
+    let found = tokio::task::spawn_blocking(move || store.expired(from, now, SWEEP_BATCH))
         .await
         .map_err(|e| delayd_core::BrokerError::unavailable(format!("sweeper read: {e}")))?
         .map_err(store_err)?;
+    let next = match found.last() {
+        Some(&(until, seq, _)) if found.len() == SWEEP_BATCH => {
+            Some((until, seq.saturating_add(1)))
+        }
+        _ => None,
+    };
     if found.is_empty() {
-        return Ok(false);
+        return Ok(None);
     }
-    let full = found.len() == SWEEP_BATCH;
     inner
         .write(|state, store, _, tx| {
             state.reclaim(store, &found, now, tx);
             Ok(())
         })
         .await?;
-    Ok(full)
+    Ok(next)
 }
 
 #[cfg(test)]
@@ -215,7 +230,7 @@ mod tests {
                 }
             }
             let kept = || {
-                let expiry = store.expired(u64::MAX, 1_000).expect("expiry");
+                let expiry = store.expired((0, 0), u64::MAX, 1_000).expect("expiry");
                 let retained = store.queue_retained(&q).expect("retained");
                 (expiry.len(), retained.len())
             };

@@ -577,20 +577,22 @@ impl Store {
         })
     }
 
-    /// Up to `limit` entries of the `expiry` index whose time is before
-    /// `until`, oldest first: (time, seq, message key).
+    /// Up to `limit` entries of the `expiry` index from key `from`
+    /// (inclusive) whose time is before `until`, oldest first: (time, seq,
+    /// message key).
     pub fn expired(
         &self,
+        from: (u64, u64),
         until: u64,
         limit: usize,
     ) -> Result<Vec<(u64, u64, Vec<u8>)>, StoreError> {
+        let mut out = Vec::new();
+        if from.0 >= until {
+            return Ok(out);
+        }
+        let range = codec::due_key(from.0, from.1).to_vec()..codec::due_key(until, 0).to_vec();
         self.read(|e| {
-            let mut out = Vec::new();
-            for guard in e
-                .expiry
-                .range(..codec::due_key(until, 0).to_vec())
-                .take(limit)
-            {
+            for guard in e.expiry.range(range).take(limit) {
                 let (k, v) = guard.into_inner()?;
                 let (at, seq) = codec::decode_due_key(&k)?;
                 out.push((at, seq, v.to_vec()));
