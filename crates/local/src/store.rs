@@ -523,19 +523,7 @@ impl Store {
         until: u64,
         limit: usize,
     ) -> Result<Vec<(u64, u64, Vec<u8>)>, StoreError> {
-        let mut out = Vec::new();
-        if from.0 >= until {
-            return Ok(out);
-        }
-        let range = codec::due_key(from.0, from.1).to_vec()..codec::due_key(until, 0).to_vec();
-        self.read(|e| {
-            for guard in e.due.range(range).take(limit) {
-                let (k, v) = guard.into_inner()?;
-                let (at, seq) = codec::decode_due_key(&k)?;
-                out.push((at, seq, v.to_vec()));
-            }
-            Ok(out)
-        })
+        self.read(|e| time_range(&e.due, from, until, limit))
     }
 
     /// A stored schedule value by its key.
@@ -586,19 +574,7 @@ impl Store {
         until: u64,
         limit: usize,
     ) -> Result<Vec<(u64, u64, Vec<u8>)>, StoreError> {
-        let mut out = Vec::new();
-        if from.0 >= until {
-            return Ok(out);
-        }
-        let range = codec::due_key(from.0, from.1).to_vec()..codec::due_key(until, 0).to_vec();
-        self.read(|e| {
-            for guard in e.expiry.range(range).take(limit) {
-                let (k, v) = guard.into_inner()?;
-                let (at, seq) = codec::decode_due_key(&k)?;
-                out.push((at, seq, v.to_vec()));
-            }
-            Ok(out)
-        })
+        self.read(|e| time_range(&e.expiry, from, until, limit))
     }
 
     /// Every retained message of `queue`, with its key.
@@ -636,6 +612,28 @@ impl Store {
             Ok(out)
         })
     }
+}
+
+/// Up to `limit` entries of a keyspace keyed `[time][seq]` (`due`,
+/// `expiry`) from key `from` (inclusive) to `time == until` (exclusive), in
+/// key order: (time, seq, value).
+fn time_range(
+    keyspace: &Keyspace,
+    from: (u64, u64),
+    until: u64,
+    limit: usize,
+) -> Result<Vec<(u64, u64, Vec<u8>)>, StoreError> {
+    let mut out = Vec::new();
+    if from.0 >= until {
+        return Ok(out);
+    }
+    let range = codec::due_key(from.0, from.1).to_vec()..codec::due_key(until, 0).to_vec();
+    for guard in keyspace.range(range).take(limit) {
+        let (k, v) = guard.into_inner()?;
+        let (at, seq) = codec::decode_due_key(&k)?;
+        out.push((at, seq, v.to_vec()));
+    }
+    Ok(out)
 }
 
 /// Fails on damage other than a torn journal tail: fjall would refuse

@@ -87,9 +87,7 @@ impl ModelBroker {
         let (mut state, now) = self.open()?;
         let config = state.config(queue)?;
         let stored = state.leased_mut(queue, id, lease)?;
-        stored.msg.counters.timeouts += 1;
-        stored.record(now, EventKind::Expired);
-        state::fail_attempt(stored, &config, now, None, true);
+        state::expire(stored, &config, now);
         if stored.msg.state == MessageState::Scheduled && stored.msg.deliver_at <= now {
             stored.msg.state = MessageState::Ready;
         }

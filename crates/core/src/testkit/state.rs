@@ -331,10 +331,7 @@ impl State {
         let mut changed = false;
         if let (MessageState::Leased, Some(until)) = (stored.msg.state, stored.msg.lease_until) {
             if now >= until {
-                // An expired lease is a failed attempt, timed from the expiry.
-                stored.msg.counters.timeouts += 1;
-                stored.record(until, EventKind::Expired);
-                fail_attempt(stored, &config, until, None, true);
+                expire(stored, &config, until);
                 changed = true;
             }
         }
@@ -581,6 +578,14 @@ pub(crate) fn deliver(stored: &mut Stored, now: u64, lease_ms: u64, via: Via) ->
         payload: m.payload.clone(),
         key: m.key.clone(),
     }
+}
+
+/// The lease of `stored` ended at `at` with nobody answering (it ran out,
+/// or a restart ended it): a failed attempt, timed from then.
+pub(crate) fn expire(stored: &mut Stored, config: &QueueConfig, at: u64) {
+    stored.msg.counters.timeouts += 1;
+    stored.record(at, EventKind::Expired);
+    fail_attempt(stored, config, at, None, true);
 }
 
 /// A failed delivery at wall time `at` (a nack's now, or a lease's expiry):
