@@ -84,7 +84,10 @@ pub(crate) struct Inner {
 pub struct LocalBroker {
     pub(crate) inner: Arc<Inner>,
     report: RecoveryReport,
-    driver: Mutex<Option<JoinHandle<()>>>,
+    /// The driver and the retention sweeper (module `retain`), each named:
+    /// joined at shutdown, so that no task holds the store (and its lock
+    /// file) after it.
+    tasks: Mutex<Vec<(&'static str, JoinHandle<()>)>>,
 }
 
 impl LocalBroker {
@@ -131,14 +134,18 @@ impl LocalBroker {
             stop: watch::channel(false).0,
             disk: DiskGuard::new(&config.data_dir, config.disk_reserve),
         });
-        let driver = tokio::spawn(driver::run(Arc::clone(&inner)));
-        // Ends with the broker (`stopped`); nothing to join.
-        tokio::spawn(crate::retain::sweep(Arc::clone(&inner)));
+        let tasks = vec![
+            ("driver", tokio::spawn(driver::run(Arc::clone(&inner)))),
+            (
+                "sweeper",
+                tokio::spawn(crate::retain::sweep(Arc::clone(&inner))),
+            ),
+        ];
         report.open_duration = started.elapsed();
         Ok(LocalBroker {
             inner,
             report,
-            driver: Mutex::new(Some(driver)),
+            tasks: Mutex::new(tasks),
         })
     }
 
@@ -183,10 +190,10 @@ impl LocalBroker {
 
     pub(crate) async fn stop_background(&self) {
         self.inner.stop.send_replace(true);
-        let driver = lock(&self.driver).take();
-        if let Some(driver) = driver {
-            if driver.await.is_err() {
-                tracing::error!("delayd driver task panicked");
+        let tasks = std::mem::take(&mut *lock(&self.tasks));
+        for (name, task) in tasks {
+            if task.await.is_err() {
+                tracing::error!(task = name, "delayd background task panicked");
             }
         }
         let inner = Arc::clone(&self.inner);
@@ -201,8 +208,9 @@ impl LocalBroker {
 
 impl Drop for LocalBroker {
     fn drop(&mut self) {
-        // The driver holds the inner state; telling it to stop lets the
-        // store close (and its lock file go) once the task has seen it.
+        // The background tasks hold the inner state; telling them to stop
+        // lets the store close (and its lock file go) once they have seen
+        // it.
         self.inner.stop.send_replace(true);
     }
 }
