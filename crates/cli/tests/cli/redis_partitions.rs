@@ -174,39 +174,50 @@ async fn producer(node: usize, client: Client, record: Arc<Mutex<Record>>, stop:
     }
 }
 
-async fn consumer(node: usize, client: Client, record: Arc<Mutex<Record>>, stop: Arc<AtomicBool>) {
-    let options = LeaseOptions {
-        max: 10,
-        wait_ms: 500,
-        lease_ms: Some(LEASE_MS),
-    };
-    while !stop.load(Ordering::SeqCst) {
-        let requested_at = now_ms();
-        let leased = match client.lease(QUEUE, options).await {
-            Ok(leased) => leased,
-            Err(_) => {
-                {
-                    let mut record = record.lock().expect("record");
-                    record.lease_failures.push((node, requested_at));
-                    // It may have handed out messages nobody saw.
-                    record.ops.push(Op::LeaseFailed(history::LeaseFailed {
-                        invoke: requested_at,
-                        complete: now_ms(),
-                        queue: QUEUE.into(),
-                    }));
-                }
-                // Backs off after a failed lease while the link is cut; no verdict depends on it.
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let received_at = now_ms();
-        {
-            let mut record = record.lock().expect("record");
+const LEASE: LeaseOptions = LeaseOptions {
+    max: 10,
+    wait_ms: 500,
+    lease_ms: Some(LEASE_MS),
+};
+
+/// One lease call on `node`, recorded: its messages (as history lines) and
+/// the call's start and end, or a failed call (None).
+async fn lease_once(
+    node: usize,
+    client: &Client,
+    record: &Mutex<Record>,
+) -> Option<(Vec<delayd_client::Leased>, (u64, u64))> {
+    let requested_at = now_ms();
+    let result = client.lease(QUEUE, LEASE).await;
+    let received_at = now_ms();
+    let mut record = record.lock().expect("record");
+    match result {
+        Ok(leased) => {
             for message in &leased {
                 record_lease(&mut record.ops, message, (requested_at, received_at));
             }
+            Some((leased, (requested_at, received_at)))
         }
+        Err(_) => {
+            record.lease_failures.push((node, requested_at));
+            // It may have handed out messages nobody saw.
+            record.ops.push(Op::LeaseFailed(history::LeaseFailed {
+                invoke: requested_at,
+                complete: received_at,
+                queue: QUEUE.into(),
+            }));
+            None
+        }
+    }
+}
+
+async fn consumer(node: usize, client: Client, record: Arc<Mutex<Record>>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::SeqCst) {
+        let Some((leased, times)) = lease_once(node, &client, &record).await else {
+            // Backs off after a failed lease while the link is cut; no verdict depends on it.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
         for message in leased {
             let invoke = now_ms();
             let result = client.ack(QUEUE, &message.id, &message.lease_id).await;
@@ -218,24 +229,34 @@ async fn consumer(node: usize, client: Client, record: Arc<Mutex<Record>>, stop:
                 lease_id: message.lease_id.clone(),
                 outcome: result.as_ref().err().map_or(Outcome::Ok, outcome_of),
             });
-            let acked = result.is_ok();
-            let delivery = Delivery {
-                node,
-                attempt: message.attempt,
-                requested_at,
-                received_at,
-                lease_until: message.lease_until,
-                acked,
-            };
             let mut record = record.lock().expect("record");
             record.ops.push(ack);
-            record
-                .deliveries
-                .entry(message.id)
-                .or_default()
-                .push(delivery);
+            record_delivery(&mut record, node, message, times, result.is_ok());
         }
     }
+}
+
+/// A delivery the consumer saw, and whether its ack was answered.
+fn record_delivery(
+    record: &mut Record,
+    node: usize,
+    message: delayd_client::Leased,
+    (requested_at, received_at): (u64, u64),
+    acked: bool,
+) {
+    let delivery = Delivery {
+        node,
+        attempt: message.attempt,
+        requested_at,
+        received_at,
+        lease_until: message.lease_until,
+        acked,
+    };
+    record
+        .deliveries
+        .entry(message.id)
+        .or_default()
+        .push(delivery);
 }
 
 /// One message handed out, and the fire time of the schedule's messages
@@ -379,7 +400,18 @@ async fn partitions_keep_at_least_once_and_fire_each_time_once() {
     // command that takes it down returned to the one that brings it up.
     net.set_redis_link("A", false);
     let cut_at = now_ms();
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Node A's consumer may spend the whole cut in acks that time out (one
+    // per message of its last lease), so the test asks A for a lease itself
+    // while the link is surely down: the call must fail.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    if let Some((leased, times)) = lease_once(0, &clients[0], &record).await {
+        let mut record = record.lock().expect("record");
+        for message in leased {
+            record_delivery(&mut record, 0, message, times, false);
+        }
+    }
+    let cut_for = Duration::from_millis(now_ms().saturating_sub(cut_at));
+    tokio::time::sleep(Duration::from_secs(5).saturating_sub(cut_for)).await;
     let ready_while_cut = clients[0].readyz().await.is_ok();
     let healed_at = now_ms();
     net.set_redis_link("A", true);
