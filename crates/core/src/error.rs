@@ -55,6 +55,16 @@ impl BrokerError {
         ))
     }
 
+    /// `replace` or `debounce` of a dead message (api.md: 409
+    /// `invalid_state`), worded once for every backend.
+    pub fn replace_dead(id: &MessageId) -> Self {
+        Self::InvalidState {
+            id: id.clone(),
+            state: MessageState::Dead,
+            reason: "on_conflict replace and debounce do not change a dead message (redrive or cancel it first)",
+        }
+    }
+
     pub fn unavailable(reason: impl Into<String>) -> Self {
         Self::Unavailable {
             reason: reason.into(),

@@ -96,8 +96,8 @@ pub use firing::{fire_step, FireStep};
 pub use flow::{Bucket, Deferral, Deferred, FlowConfig, FlowKey, GateState, Hold, KeyInfo, Rate};
 pub use message::{
     check_lease_ms, truncate_text, Delivery, EnqueueOptions, EnqueueOutcome, EnqueueRequest,
-    LeaseRequest, ListQuery, Message, MessageCounters, MessageState, Nack, Redrive, Reschedule,
-    Schedule, MAX_ERROR_BYTES,
+    LeaseRequest, ListQuery, Message, MessageCounters, MessageState, Nack, OnConflict, Redrive,
+    Replacement, Reschedule, Schedule, MAX_ERROR_BYTES,
 };
 pub use model::{
     is_valid_message_id, is_valid_queue_name, LeaseId, MessageId, PushConfig, QueueConfig,

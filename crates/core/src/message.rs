@@ -156,6 +156,122 @@ pub struct EnqueueRequest {
     pub lease_ms: Option<u64>,
     /// The message's flow key.
     pub key: Option<FlowKey>,
+    /// What happens when `id` names a message that lives in the queue.
+    pub on_conflict: OnConflict,
+    /// With [`OnConflict::Debounce`]: the due time is capped at the
+    /// message's `enqueued_at` plus this.
+    pub debounce_max_ms: Option<u64>,
+}
+
+/// What an enqueue does when its id names a live message (api.md,
+/// "Retention, replace and debounce").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OnConflict {
+    /// Nothing changes: a duplicate.
+    #[default]
+    Keep,
+    /// A waiting message takes the request's content and due time; a
+    /// leased one gets the request as its successor.
+    Replace,
+    /// As `Replace`, with the due time capped at `enqueued_at +
+    /// debounce_max_ms`.
+    Debounce,
+}
+
+impl OnConflict {
+    pub const ALL: [OnConflict; 3] = [Self::Keep, Self::Replace, Self::Debounce];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Keep => "keep",
+            Self::Replace => "replace",
+            Self::Debounce => "debounce",
+        }
+    }
+
+    /// Whether it changes a live message (replace or debounce).
+    pub fn replaces(self) -> bool {
+        self != Self::Keep
+    }
+}
+
+impl std::fmt::Display for OnConflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for OnConflict {
+    type Err = crate::BrokerError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| {
+                crate::BrokerError::InvalidArgument(format!(
+                    "on_conflict must be keep, replace or debounce, not {s:?}"
+                ))
+            })
+    }
+}
+
+/// The content and due time a replace or debounce gives a message: what
+/// a waiting message takes at once, and what a leased one keeps as its
+/// successor until its lease ends.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Replacement {
+    pub payload: Vec<u8>,
+    pub headers: BTreeMap<String, String>,
+    pub priority: u32,
+    pub key: Option<FlowKey>,
+    pub max_attempts: Option<u32>,
+    pub lease_ms: Option<u64>,
+    /// The due time (debounce's cap applied).
+    pub deliver_at: u64,
+    /// When the first request of a successor came: debounce caps a later
+    /// one's due time at this plus its `debounce_max_ms`.
+    pub since: u64,
+}
+
+impl Replacement {
+    /// What `request` (replace or debounce) gives a message enqueued at
+    /// `enqueued_at`, at wall time `now`: its content, and its due time
+    /// capped by debounce at `enqueued_at + debounce_max_ms`.
+    pub fn of(request: &EnqueueRequest, enqueued_at: u64, now: u64) -> Self {
+        let mut deliver_at = request.schedule.deliver_at(now);
+        if let (OnConflict::Debounce, Some(max)) = (request.on_conflict, request.debounce_max_ms) {
+            deliver_at = deliver_at.min(enqueued_at.saturating_add(max));
+        }
+        Self {
+            payload: request.payload.clone(),
+            headers: request.headers.clone(),
+            priority: request.priority.unwrap_or(crate::DEFAULT_PRIORITY),
+            key: request.key.clone(),
+            max_attempts: request.max_attempts,
+            lease_ms: request.lease_ms,
+            deliver_at,
+            since: enqueued_at,
+        }
+    }
+
+    /// A successor for a leased message, asked for at `now`: debounce's
+    /// cap runs from the first request of the successor (`previous`'s
+    /// `since`), or from now for the first.
+    pub fn successor(request: &EnqueueRequest, previous: Option<&Replacement>, now: u64) -> Self {
+        let since = previous.map_or(now, |p| p.since);
+        Self::of(request, since, now)
+    }
+
+    /// Puts the content (not the due time) on `message`.
+    pub fn apply_content(&self, message: &mut Message) {
+        message.payload = self.payload.clone();
+        message.headers = self.headers.clone();
+        message.priority = self.priority;
+        message.key = self.key.clone();
+        message.max_attempts = self.max_attempts;
+        message.lease_ms = self.lease_ms;
+    }
 }
 
 impl EnqueueRequest {
@@ -168,6 +284,17 @@ impl EnqueueRequest {
             return Err(crate::BrokerError::InvalidArgument(
                 "max_attempts must be at least 1".into(),
             ));
+        }
+        if self.debounce_max_ms.is_some() && self.on_conflict != OnConflict::Debounce {
+            return Err(crate::BrokerError::InvalidArgument(
+                "debounce_max_ms needs on_conflict debounce".into(),
+            ));
+        }
+        if self.on_conflict.replaces() && self.id.is_none() {
+            return Err(crate::BrokerError::InvalidArgument(format!(
+                "on_conflict {} needs an id",
+                self.on_conflict
+            )));
         }
         check_lease_ms(self.lease_ms)
     }
@@ -192,8 +319,47 @@ pub struct EnqueueOutcome {
     pub seq: u64,
     pub deliver_at: u64,
     /// False when a live message with this id already existed: nothing
-    /// changed, and the fields describe the existing message.
+    /// changed (unless `replaced`), and the fields describe the existing
+    /// message.
     pub created: bool,
+    /// The existing message took the request's content and due time, or
+    /// (`after_lease`) keeps it as its successor.
+    pub replaced: bool,
+    /// The existing message is leased: the request is its successor,
+    /// applied when the lease ends; `deliver_at` is the successor's.
+    pub after_lease: bool,
+}
+
+impl EnqueueOutcome {
+    /// A new message.
+    pub fn created(id: MessageId, seq: u64, deliver_at: u64) -> Self {
+        Self {
+            id,
+            seq,
+            deliver_at,
+            created: true,
+            replaced: false,
+            after_lease: false,
+        }
+    }
+
+    /// A duplicate: `keep` found the id taken.
+    pub fn duplicate(id: MessageId, seq: u64, deliver_at: u64) -> Self {
+        Self {
+            created: false,
+            ..Self::created(id, seq, deliver_at)
+        }
+    }
+
+    /// A replace or debounce of the live message `seq`.
+    pub fn replaced(id: MessageId, seq: u64, deliver_at: u64, after_lease: bool) -> Self {
+        Self {
+            created: false,
+            replaced: true,
+            after_lease,
+            ..Self::created(id, seq, deliver_at)
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -745,6 +745,7 @@ impl ScheduleRecord {
             max_attempts: template.max_attempts,
             lease_ms: None,
             key: template.key.clone(),
+            ..EnqueueRequest::default()
         }
     }
 

@@ -37,12 +37,11 @@ impl State {
                         .map(|r| r.message),
                 };
                 if let Some(existing) = existing {
-                    return Ok(EnqueueOutcome {
+                    return Ok(EnqueueOutcome::duplicate(
                         id,
-                        seq: existing.seq,
-                        deliver_at: existing.deliver_at,
-                        created: false,
-                    });
+                        existing.seq,
+                        existing.deliver_at,
+                    ));
                 }
                 id
             }
@@ -92,12 +91,7 @@ impl State {
             codec::encode_payload(&key, &req.payload),
         );
         self.place(queue, None, record, now, tx)?;
-        Ok(EnqueueOutcome {
-            id,
-            seq,
-            deliver_at,
-            created: true,
-        })
+        Ok(EnqueueOutcome::created(id, seq, deliver_at))
     }
 
     /// A client's cancel: the message ends (retained when its queue keeps

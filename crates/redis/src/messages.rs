@@ -192,11 +192,11 @@ impl Inner {
                 "{deliver_at} vs {}",
                 item.deliver_at
             );
-            outcomes.push(EnqueueOutcome {
-                id: item.id.clone(),
-                seq: int(&r[1])?,
-                deliver_at,
-                created,
+            let (id, seq) = (item.id.clone(), int(&r[1])?);
+            outcomes.push(if created {
+                EnqueueOutcome::created(id, seq, deliver_at)
+            } else {
+                EnqueueOutcome::duplicate(id, seq, deliver_at)
             });
         }
         if ready > 0 {

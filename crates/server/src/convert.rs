@@ -80,6 +80,7 @@ pub fn enqueue_request(body: EnqueueBody, limits: &Limits) -> Result<EnqueueRequ
         payload,
         max_attempts: body.max_attempts,
         lease_ms: None,
+        ..EnqueueRequest::default()
     })
 }
 

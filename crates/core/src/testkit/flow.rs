@@ -318,8 +318,10 @@ fn defer_message(
             }
         }
     };
+    // The cooldown is the deferred key's, whatever a successor brings.
     let key = m.key.clone();
     stored.record(now, kind);
+    state::take_successor(stored, now);
     (deferred, key)
 }
 

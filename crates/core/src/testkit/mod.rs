@@ -311,6 +311,32 @@ macro_rules! conformance_tests_retention {
     };
 }
 
+/// The rules of replace and debounce by id (api.md, "Retention, replace
+/// and debounce"): `on_conflict` on waiting, leased (successors), dead and
+/// retained messages, debounce's cap, bad input. HTTP-visible: for every
+/// broker. Needs `flow` (a deferral): on Redis Cluster, one shard per
+/// queue.
+#[macro_export]
+macro_rules! conformance_tests_replace {
+    (@cases ($($how:tt)+)) => {
+        $crate::__conformance_cases!($($how)+;
+            replace_waiting_messages,
+            debounce_caps_at_max,
+            successor_after_ack,
+            successor_after_nack_and_expiry,
+            successor_after_deferral,
+            successor_after_death_and_cancel,
+            replace_dead_retained_and_bad_input,
+        );
+    };
+    (virtual_time |$clock:ident| $factory:expr) => {
+        $crate::conformance_tests_replace!(@cases (virtual_time |$clock| $factory));
+    };
+    ($factory:expr) => {
+        $crate::conformance_tests_replace!(@cases ($factory));
+    };
+}
+
 /// The events of message history only the trait reaches (a lease's
 /// frontend, a failed push, a bury), for brokers in-process. Needs `flow`
 /// (a push 429 deferral): on Redis Cluster, one shard per queue.

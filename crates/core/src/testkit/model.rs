@@ -376,7 +376,7 @@ impl Broker for ModelBroker {
     async fn ack(&self, queue: &QueueName, id: &MessageId, lease: &LeaseId) -> BrokerResult<()> {
         let (mut state, now) = self.open()?;
         state.leased_mut(queue, id, lease)?;
-        state.end(&(queue.clone(), id.clone()), MessageState::Acked, now);
+        state.ack(&(queue.clone(), id.clone()), now);
         // A freed flow slot (or an ordered key's holder gone) may let a
         // held message out.
         self.changed.notify_waiters();
@@ -444,6 +444,7 @@ impl Broker for ModelBroker {
         state::kill(&mut stored.msg, now);
         let reason = DeathReason::Buried;
         stored.record(now, EventKind::Dead { reason });
+        state::take_successor(stored, now);
         self.changed.notify_waiters();
         Ok(())
     }

@@ -14,7 +14,8 @@ use tokio::time::Instant;
 use crate::error::{BrokerError, BrokerResult};
 use crate::events::{DeathReason, Event, EventKind, History, Via};
 use crate::message::{
-    Delivery, EnqueueOutcome, EnqueueRequest, Message, MessageCounters, MessageState,
+    Delivery, EnqueueOutcome, EnqueueRequest, Message, MessageCounters, MessageState, OnConflict,
+    Replacement,
 };
 use crate::model::{
     LeaseId, MessageId, QueueConfig, QueueInfo, QueueName, QueueStats, DEFAULT_PRIORITY,
@@ -48,12 +49,14 @@ impl QueueState {
 }
 
 /// One live message plus what `Message` does not carry: the id of its
-/// current lease, and its history.
+/// current lease, its history, and (leased only) the successor a replace
+/// or debounce left for when the lease ends.
 #[derive(Debug, Clone)]
 pub(crate) struct Stored {
     pub msg: Message,
     pub lease: Option<LeaseId>,
     pub history: History,
+    pub successor: Option<Replacement>,
 }
 
 impl Stored {
@@ -241,18 +244,18 @@ impl State {
     ) -> BrokerResult<EnqueueOutcome> {
         request.validate()?;
         crate::check_deliver_at(request.schedule.deliver_at(now))?;
-        let id = request.id.unwrap_or_else(MessageId::generate);
+        let id = request.id.clone().unwrap_or_else(MessageId::generate);
         let key = (queue.clone(), id.clone());
-        // A live message, or a retained one, holds its id.
-        let taken = (self.messages.get(&key).map(|s| &s.msg))
-            .or_else(|| self.retained.get(&key).map(|r| &r.msg));
-        if let Some(existing) = taken {
-            return Ok(EnqueueOutcome {
-                id,
-                seq: existing.seq,
-                deliver_at: existing.deliver_at,
-                created: false,
-            });
+        if let Some(stored) = self.messages.get_mut(&key) {
+            return conflict(stored, &request, now);
+        }
+        // A retained message holds its id for `keep` only.
+        if let Some(r) = self.retained.get(&key) {
+            if request.on_conflict == OnConflict::Keep {
+                let (seq, deliver_at) = (r.msg.seq, r.msg.deliver_at);
+                return Ok(EnqueueOutcome::duplicate(id, seq, deliver_at));
+            }
+            self.retained.remove(&key);
         }
         let seq = self.next_seq();
         let deliver_at = request.schedule.deliver_at(now);
@@ -281,15 +284,35 @@ impl State {
             msg,
             lease: None,
             history: History::default(),
+            successor: None,
         };
         stored.record(now, EventKind::Enqueued);
         self.messages.insert(key, stored);
-        Ok(EnqueueOutcome {
-            id,
-            seq,
-            deliver_at,
-            created: true,
-        })
+        Ok(EnqueueOutcome::created(id, seq, deliver_at))
+    }
+
+    /// Ends the leased message `key` with an ack at `now`: gone (or
+    /// retained), and its successor, if it has one, enqueued as a new
+    /// message with its id.
+    pub fn ack(&mut self, key: &(QueueName, MessageId), now: u64) {
+        let successor = self.messages.get_mut(key).and_then(|s| s.successor.take());
+        self.end(key, MessageState::Acked, now);
+        if let Some(next) = successor {
+            self.retained.remove(key);
+            let request = EnqueueRequest {
+                id: Some(key.1.clone()),
+                schedule: crate::Schedule::At(next.deliver_at),
+                priority: Some(next.priority),
+                headers: next.headers,
+                payload: next.payload,
+                max_attempts: next.max_attempts,
+                lease_ms: next.lease_ms,
+                key: next.key,
+                ..EnqueueRequest::default()
+            };
+            let created = self.enqueue(&key.0, request, now);
+            debug_assert!(created.is_ok_and(|o| o.created), "successor of {key:?}");
+        }
     }
 
     /// Deletes the message `current` (settled at `now`) wrote ahead for a
@@ -387,6 +410,7 @@ impl State {
             debug_assert!(m.seq >= 1 && m.seq <= self.last_seq, "bad seq {ctx}");
             let leased = m.state == MessageState::Leased;
             debug_assert_eq!(leased, stored.lease.is_some(), "lease id {ctx}");
+            debug_assert!(leased || stored.successor.is_none(), "successor {ctx}");
             debug_assert_eq!(leased, m.lease_until.is_some(), "lease_until {ctx}");
             debug_assert!(!leased || m.attempts >= 1, "leased, no attempt {ctx}");
             let dead = m.state == MessageState::Dead;
@@ -611,11 +635,69 @@ pub(crate) fn fail_attempt(
                 reason: DeathReason::MaxAttempts,
             },
         );
-        return;
+    } else {
+        let delay = delay_ms.unwrap_or_else(|| config.retry.delay_with_jitter(m.attempts));
+        m.deliver_at = at.saturating_add(delay);
+        m.state = MessageState::Scheduled;
     }
-    let delay = delay_ms.unwrap_or_else(|| config.retry.delay_with_jitter(m.attempts));
-    m.deliver_at = at.saturating_add(delay);
-    m.state = MessageState::Scheduled;
+    take_successor(stored, at);
+}
+
+/// The lease of `stored` ended at `at` in a retry or a death (its state
+/// is set): its successor, if any, takes effect. After a retry the
+/// message takes the successor's content and is due at the later of its
+/// retry time and the successor's; after a death the successor takes its
+/// place (redriven: its content and due time, attempts 0).
+pub(crate) fn take_successor(stored: &mut Stored, at: u64) {
+    let Some(next) = stored.successor.take() else {
+        return;
+    };
+    let m = &mut stored.msg;
+    next.apply_content(m);
+    if m.state == MessageState::Dead {
+        m.deliver_at = next.deliver_at;
+        m.attempts = 0;
+        m.deferrals = 0;
+        m.died_at = None;
+        m.state = waiting_state(m.deliver_at, at);
+        stored.record(at, EventKind::Redriven);
+    } else {
+        m.deliver_at = m.deliver_at.max(next.deliver_at);
+        m.state = waiting_state(m.deliver_at, at);
+    }
+}
+
+/// An enqueue of the id of the live message `stored` at `now`: a
+/// duplicate (`keep`), or a replace or debounce: of a waiting message at
+/// once, of a leased one as its successor; a dead one is not replaced.
+fn conflict(
+    stored: &mut Stored,
+    request: &EnqueueRequest,
+    now: u64,
+) -> BrokerResult<EnqueueOutcome> {
+    let m = &mut stored.msg;
+    let (id, seq) = (m.id.clone(), m.seq);
+    if request.on_conflict == OnConflict::Keep {
+        return Ok(EnqueueOutcome::duplicate(id, seq, m.deliver_at));
+    }
+    match m.state {
+        MessageState::Dead => Err(BrokerError::replace_dead(&id)),
+        MessageState::Leased => {
+            let next = Replacement::successor(request, stored.successor.as_ref(), now);
+            let deliver_at = next.deliver_at;
+            stored.successor = Some(next);
+            stored.record(now, EventKind::Replaced { after_lease: true });
+            Ok(EnqueueOutcome::replaced(id, seq, deliver_at, true))
+        }
+        _ => {
+            let next = Replacement::of(request, m.enqueued_at, now);
+            next.apply_content(m);
+            m.deliver_at = next.deliver_at;
+            m.state = waiting_state(m.deliver_at, now);
+            stored.record(now, EventKind::Replaced { after_lease: false });
+            Ok(EnqueueOutcome::replaced(id, seq, next.deliver_at, false))
+        }
+    }
 }
 
 /// Moves a message to `Dead` at wall time `at`.

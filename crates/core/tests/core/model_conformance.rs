@@ -35,3 +35,6 @@ delayd_core::conformance_tests_history!(
 delayd_core::conformance_tests_history_extended!(
     virtual_time | clock | async move { Arc::new(ModelBroker::with_clock(clock)) }
 );
+delayd_core::conformance_tests_replace!(
+    virtual_time | clock | async move { Arc::new(ModelBroker::with_clock(clock)) }
+);

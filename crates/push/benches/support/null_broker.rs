@@ -128,12 +128,7 @@ impl Broker for NullBroker {
                 headers: request.headers,
                 payload: request.payload,
             });
-            outcomes.push(Ok(EnqueueOutcome {
-                id,
-                seq,
-                deliver_at: 0,
-                created: true,
-            }));
+            outcomes.push(Ok(EnqueueOutcome::created(id, seq, 0)));
         }
         self.ready.notify_waiters();
         Ok(outcomes)

@@ -4,7 +4,8 @@
 //! ones, `conformance_tests_extended!` the rest; the recurring-schedule
 //! cases have their own two macros, and the cases of time settled at the
 //! call (`time_at_call`) `conformance_tests_time_at_call!`, retention
-//! `conformance_tests_retention!`, message history `conformance_tests_history!`. docs/conformance.md lists
+//! `conformance_tests_retention!`, replace and debounce
+//! `conformance_tests_replace!`, message history `conformance_tests_history!`. docs/conformance.md lists
 //! them with the choices made where api.md leaves room.
 //!
 //! Each case uses queue names unique to it and to the run, and assumes
@@ -18,6 +19,7 @@ mod history;
 mod ids;
 mod lifecycle;
 mod queues;
+mod replace;
 mod retention;
 mod schedule_support;
 mod schedules;
@@ -33,6 +35,7 @@ pub use history::*;
 pub use ids::*;
 pub use lifecycle::*;
 pub use queues::*;
+pub use replace::*;
 pub use retention::*;
 pub use schedules::*;
 pub use schedules_wall::*;
