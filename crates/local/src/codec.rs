@@ -180,6 +180,53 @@ pub(crate) struct EventRecord {
 
 impl Record for EventRecord {}
 
+/// The successor of a leased message (the `successors` keyspace, under
+/// its message key): the content and due time a replace or debounce left
+/// for when its lease ends ([`delayd_core::Replacement`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SuccessorRecord {
+    pub payload: Vec<u8>,
+    pub headers: BTreeMap<String, String>,
+    pub priority: u32,
+    pub key: Option<FlowKey>,
+    pub max_attempts: Option<u32>,
+    pub lease_ms: Option<u64>,
+    pub deliver_at: u64,
+    pub since: u64,
+}
+
+impl Record for SuccessorRecord {}
+
+impl From<&delayd_core::Replacement> for SuccessorRecord {
+    fn from(r: &delayd_core::Replacement) -> Self {
+        Self {
+            payload: r.payload.clone(),
+            headers: r.headers.clone(),
+            priority: r.priority,
+            key: r.key.clone(),
+            max_attempts: r.max_attempts,
+            lease_ms: r.lease_ms,
+            deliver_at: r.deliver_at,
+            since: r.since,
+        }
+    }
+}
+
+impl From<SuccessorRecord> for delayd_core::Replacement {
+    fn from(r: SuccessorRecord) -> Self {
+        Self {
+            payload: r.payload,
+            headers: r.headers,
+            priority: r.priority,
+            key: r.key,
+            max_attempts: r.max_attempts,
+            lease_ms: r.lease_ms,
+            deliver_at: r.deliver_at,
+            since: r.since,
+        }
+    }
+}
+
 /// The key of event `n` (counted from 0 over the message's life) of the
 /// message with `seq`: a message's events are one prefix, in order.
 pub(crate) fn event_key(seq: u64, n: u32) -> [u8; 12] {
@@ -817,6 +864,35 @@ b0ba97ffbc3101024c31000100000301016b0176";
         }
         assert_eq!(decode_event_key(&event_key(300, 7)).expect("key"), (300, 7));
         assert!(event_key(300, 7) < event_key(300, 8) && event_key(300, 9) < event_key(301, 0));
+    }
+
+    fn successor() -> SuccessorRecord {
+        SuccessorRecord {
+            payload: b"next".to_vec(),
+            headers: BTreeMap::from([("k".to_string(), "v".to_string())]),
+            priority: 7,
+            key: Some(FlowKey::new("tenant-1").expect("key")),
+            max_attempts: Some(3),
+            lease_ms: None,
+            deliver_at: 1_700_000_000_000,
+            since: 1_699_999_999_000,
+        }
+    }
+
+    /// version 01: payload (length 4) "next", headers (1 entry) {k: v},
+    /// priority 7, key Some("tenant-1"), max_attempts Some(3), lease_ms
+    /// None, deliver_at and since (varints).
+    const SUCCESSOR: &str =
+        "01046e65787401016b017607010874656e616e742d3101030080d095ffbc3198c895ffbc31";
+
+    #[test]
+    fn successor_record_bytes() {
+        let encoded = encode_record(&successor()).expect("encode");
+        assert_eq!(hex(&encoded), SUCCESSOR);
+        let decoded: SuccessorRecord = decode_record(&unhex(SUCCESSOR)).expect("decode");
+        assert_eq!(decoded, successor());
+        let core = delayd_core::Replacement::from(decoded.clone());
+        assert_eq!(SuccessorRecord::from(&core), decoded);
     }
 
     /// version 01, at (varint), attempt 2, then the kind: its variant index

@@ -30,8 +30,10 @@ enum PayloadAt {
     /// Taken from the open group or the group in flight (under the lock:
     /// those are released with it).
     Held(Vec<u8>),
-    /// In the engine, under the delivery's seq. A payload is written once
-    /// and only ever deleted, so reading it later reads the same bytes.
+    /// In the engine, under the delivery's seq. A payload is rewritten
+    /// only by a replace of a message that is not leased (module
+    /// `replace`), so reading it later reads the bytes it was leased with
+    /// (unless its lease ended meanwhile: then the delivery is void).
     Engine,
 }
 
@@ -255,8 +257,7 @@ impl State {
         tx: &mut Tx,
     ) -> BrokerResult<()> {
         let rec = self.check_lease(store, queue, id, lease)?;
-        self.unlink(queue, id);
-        self.end(queue, rec, MessageState::Acked, now, tx)
+        self.ack_leased(queue, rec, now, tx)
     }
 
     #[expect(
@@ -343,7 +344,9 @@ impl State {
             }
         };
         self.append_event(&mut new, now, event, tx)?;
+        // The cooldown is the deferred key's, whatever a successor brings.
         let key = new.key.clone();
+        self.take_successor(queue, &mut new, now, tx)?;
         self.unlink(queue, &old.id);
         self.place(queue, Some(&old), new, now, tx)?;
         if let Some(until) = deferred.cools_until() {
@@ -395,6 +398,7 @@ impl State {
             new.state = MessageState::Scheduled;
             new.deliver_at = failure.at.saturating_add(delay);
         }
+        self.take_successor(queue, &mut new, failure.at, tx)?;
         self.unlink(queue, &old.id);
         self.place(queue, Some(&old), new, now, tx)
     }
@@ -425,6 +429,7 @@ impl State {
         }
         let reason = DeathReason::Buried;
         self.append_event(&mut new, now, EventKind::Dead { reason }, tx)?;
+        self.take_successor(queue, &mut new, now, tx)?;
         self.unlink(queue, id);
         self.place(queue, Some(&old), new, now, tx)
     }

@@ -114,6 +114,7 @@ mod messages;
 mod pipeline;
 mod prezero;
 mod recover;
+mod replace;
 mod retain;
 mod schedule_codec;
 mod schedules;

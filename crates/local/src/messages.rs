@@ -3,7 +3,8 @@
 
 use delayd_core::{
     BrokerError, BrokerResult, EnqueueOutcome, EnqueueRequest, EventKind, ListQuery, Message,
-    MessageCounters, MessageId, MessageState, QueueName, Redrive, Reschedule, DEFAULT_PRIORITY,
+    MessageCounters, MessageId, MessageState, OnConflict, QueueName, Redrive, Reschedule,
+    DEFAULT_PRIORITY,
 };
 
 use crate::codec::{self, MessageRecord};
@@ -15,6 +16,22 @@ pub(crate) fn store_err(e: crate::error::StoreError) -> BrokerError {
         reason: e.to_string(),
         maybe_applied: false,
     }
+}
+
+/// Writes `payload` as the payload of the message `id` (`seq`) of `queue`.
+pub(crate) fn write_payload(
+    queue: &QueueName,
+    id: &MessageId,
+    seq: u64,
+    payload: &[u8],
+    tx: &mut Tx,
+) {
+    let key = codec::message_key(queue, id);
+    tx.ws.put(
+        Space::Payloads,
+        codec::seq_key(seq),
+        codec::encode_payload(&key, payload),
+    );
 }
 
 impl State {
@@ -30,18 +47,17 @@ impl State {
         delayd_core::check_deliver_at(req.schedule.deliver_at(now))?;
         let id = match req.id.take() {
             Some(id) => {
-                let existing = match self.lookup(store, queue, &id)? {
-                    Some(live) => Some(live),
-                    None => self
-                        .lookup_retained(store, queue, &id, now)?
-                        .map(|r| r.message),
-                };
-                if let Some(existing) = existing {
-                    return Ok(EnqueueOutcome::duplicate(
-                        id,
-                        existing.seq,
-                        existing.deliver_at,
-                    ));
+                if let Some(live) = self.lookup(store, queue, &id)? {
+                    return self.conflict(queue, live, &req, now, tx);
+                }
+                // A retained message holds its id for `keep` only; a
+                // replace or debounce takes the id over.
+                if let Some(r) = self.lookup_retained(store, queue, &id, now)? {
+                    if req.on_conflict == OnConflict::Keep {
+                        let m = r.message;
+                        return Ok(EnqueueOutcome::duplicate(id, m.seq, m.deliver_at));
+                    }
+                    self.forget_retained(queue, &r, tx);
                 }
                 id
             }
@@ -84,14 +100,29 @@ impl State {
         };
         let mut record = record;
         self.append_event(&mut record, now, EventKind::Enqueued, tx)?;
-        let key = codec::message_key(queue, &id);
-        tx.ws.put(
-            Space::Payloads,
-            codec::seq_key(seq),
-            codec::encode_payload(&key, &req.payload),
-        );
+        write_payload(queue, &id, seq, &req.payload, tx);
         self.place(queue, None, record, now, tx)?;
         Ok(EnqueueOutcome::created(id, seq, deliver_at))
+    }
+
+    /// A leased message's ack at `now`: it ends (retained when its queue
+    /// keeps ended messages), unless it has a successor: then it is
+    /// deleted and the successor enqueued as a new message with its id.
+    pub fn ack_leased(
+        &mut self,
+        queue: &QueueName,
+        rec: MessageRecord,
+        now: u64,
+        tx: &mut Tx,
+    ) -> BrokerResult<()> {
+        self.unlink(queue, &rec.id);
+        let Some(next) = self.remove_successor(queue, &rec.id, tx) else {
+            return self.end(queue, rec, MessageState::Acked, now, tx);
+        };
+        self.remove(queue, &rec, tx)?;
+        let request = crate::replace::successor_request(rec.id.clone(), next);
+        self.insert_message(queue, rec.id, request, now, tx)?;
+        Ok(())
     }
 
     /// A client's cancel: the message ends (retained when its queue keeps

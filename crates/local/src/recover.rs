@@ -102,6 +102,8 @@ fn recover(
             record.counts.waiting + record.counts.leased + record.counts.dead;
         state.restore_queue(name, record);
     }
+    // Before the leases expire below: each applies its successor.
+    state.load_successors(store.all_successors()?)?;
     let mut tx = Tx::default();
     // Horizon first: expired leases are placed relative to it.
     while driver::load_horizon_step(state, store, now, horizon_ms, &mut tx)? {}

@@ -103,6 +103,15 @@ impl State {
         }
     }
 
+    /// Deletes the retained record `r` of `queue` with its history (a
+    /// replace or debounce takes its id over); its `expiry` entry is left
+    /// to the sweeper, which finds nothing or a later record.
+    pub fn forget_retained(&self, queue: &QueueName, r: &RetainedRecord, tx: &mut Tx) {
+        crate::history::forget(&mut tx.ws, &r.message);
+        tx.ws
+            .delete(Space::Retained, codec::message_key(queue, &r.message.id));
+    }
+
     /// Deletes every retained record of `queue` (its deletion) with its
     /// history; their `expiry` entries are left to the sweeper, which
     /// finds nothing.

@@ -126,6 +126,8 @@ pub(crate) struct QueueState {
     pub schedules: BoundedMap<ScheduleId, ArmedSchedule>,
     /// Flow control's memory (module `flow`); empty without `flow`.
     pub flow: FlowMem,
+    /// The successors of its leased messages (module `replace`).
+    pub successors: crate::replace::Successors,
 }
 
 impl QueueState {
@@ -145,6 +147,7 @@ impl QueueState {
             ready: ReadySet::default(),
             schedules: BoundedMap::default(),
             flow: FlowMem::default(),
+            successors: Default::default(),
         }
     }
 
@@ -593,14 +596,15 @@ impl State {
         self.remove_record(queue, old, tx)
     }
 
-    /// Deletes a message but not its history (it is retained). `unlink`
-    /// must have run.
+    /// Deletes a message but not its history (it is retained), and its
+    /// successor with it. `unlink` must have run.
     pub fn remove_record(
         &mut self,
         queue: &QueueName,
         old: &MessageRecord,
         tx: &mut Tx,
     ) -> BrokerResult<()> {
+        self.remove_successor(queue, &old.id, tx);
         tx.ws.message(queue, Some(old), None).map_err(store_err)?;
         if let Ok(q) = self.queue_mut(queue, tx) {
             adjust_counts(&mut q.record, Some(old), None);

@@ -33,6 +33,7 @@ pub(crate) enum Space {
     Retained,
     Expiry,
     Events,
+    Successors,
 }
 
 /// The writes of one broker call (or one commit group). Keyed, so that a
@@ -236,6 +237,7 @@ struct Engine {
     retained: Keyspace,
     expiry: Keyspace,
     events: Keyspace,
+    successors: Keyspace,
 }
 
 /// What opening found about the journal tail.
@@ -295,6 +297,8 @@ impl Engine {
             expiry: open("expiry")?,
             // Added with message history, after those.
             events: open("events")?,
+            // Added with replace and debounce, after those.
+            successors: open("successors")?,
             db,
         };
         Ok((engine, torn_tail_bytes))
@@ -312,6 +316,7 @@ impl Engine {
             Space::Retained => &self.retained,
             Space::Expiry => &self.expiry,
             Space::Events => &self.events,
+            Space::Successors => &self.successors,
         }
     }
 }
@@ -385,7 +390,7 @@ impl Store {
 
     /// Handles of every keyspace with its name, in creation order (what
     /// `delayd check` reads record by record).
-    pub fn keyspaces(&self) -> Result<[(&'static str, Keyspace); 10], StoreError> {
+    pub fn keyspaces(&self) -> Result<[(&'static str, Keyspace); 11], StoreError> {
         self.with(|e| {
             Ok([
                 ("meta", e.meta.clone()),
@@ -398,6 +403,7 @@ impl Store {
                 ("retained", e.retained.clone()),
                 ("expiry", e.expiry.clone()),
                 ("events", e.events.clone()),
+                ("successors", e.successors.clone()),
             ])
         })
     }
@@ -603,6 +609,19 @@ impl Store {
     }
 
     /// Every message key of `queue`.
+    /// Every successor of a leased message (recovery loads them all:
+    /// there are at most as many as leases).
+    pub fn all_successors(&self) -> Result<Vec<(Vec<u8>, codec::SuccessorRecord)>, StoreError> {
+        self.read(|e| {
+            let mut out = Vec::new();
+            for guard in e.successors.iter() {
+                let (k, v) = guard.into_inner()?;
+                out.push((k.to_vec(), codec::decode_record(&v)?));
+            }
+            Ok(out)
+        })
+    }
+
     pub fn queue_message_keys(&self, queue: &QueueName) -> Result<Vec<Vec<u8>>, StoreError> {
         self.read(|e| {
             let mut out = Vec::new();

@@ -118,7 +118,7 @@ const RESTORE: &str = "restore the data directory from a backup";
 
 /// Keyspace ids are given by fjall in creation order, which `Store::open`
 /// fixes (pinned by a test).
-const KEYSPACES: [&str; 11] = [
+const KEYSPACES: [&str; 12] = [
     "fjall catalogue",
     "meta",
     "queues",
@@ -130,6 +130,7 @@ const KEYSPACES: [&str; 11] = [
     "retained",
     "expiry",
     "events",
+    "successors",
 ];
 
 fn keyspace_name(id: u64) -> &'static str {
@@ -150,6 +151,7 @@ fn keyspace_holds(id: u64) -> &'static str {
         "retained" => "ended messages kept for their queue's retain_ms",
         "expiry" => "the index of retained messages by the time they go",
         "events" => "messages' histories (their last events)",
+        "successors" => "leased messages' successors (replace and debounce)",
         _ => "an unknown keyspace",
     }
 }

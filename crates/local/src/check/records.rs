@@ -92,6 +92,10 @@ fn decode(keyspace: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
             codec::decode_event_key(key)?;
             codec::decode_record::<codec::EventRecord>(value).map(drop)
         }
+        "successors" => {
+            codec::decode_message_key(key)?;
+            codec::decode_record::<codec::SuccessorRecord>(value).map(drop)
+        }
         _ => {
             codec::decode_u64(key)?;
             codec::decode_message_key(value).map(drop)
@@ -103,7 +107,7 @@ fn decode(keyspace: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
 /// `seq 17`; hex when it does not decode.
 pub(crate) fn describe_key(keyspace: &str, key: &[u8]) -> String {
     let described = match keyspace {
-        "messages" | "retained" => codec::decode_message_key(key)
+        "messages" | "retained" | "successors" => codec::decode_message_key(key)
             .ok()
             .map(|(q, id)| format!("message {}/{}", q.as_str(), id.as_str())),
         "queues" => codec::decode_queue_key(key)

@@ -53,3 +53,4 @@ delayd_core::conformance_tests_time_at_call!(virtual_time | clock | fresh_held(c
 delayd_core::conformance_tests_retention!(virtual_time | clock | fresh(clock));
 delayd_core::conformance_tests_history!(virtual_time | clock | fresh(clock));
 delayd_core::conformance_tests_history_extended!(virtual_time | clock | fresh(clock));
+delayd_core::conformance_tests_replace!(virtual_time | clock | fresh(clock));

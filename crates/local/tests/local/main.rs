@@ -10,6 +10,7 @@ mod conformance;
 mod corruption;
 mod crash_kill9;
 mod crash_retain;
+mod crash_successor;
 mod disk_reserve;
 mod durability_modes;
 #[cfg(feature = "fault-injection")]
