@@ -49,6 +49,13 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
+/** Whether an enqueue (or batch item) may be sent again after a lost
+ * answer: it has an id and `on_conflict` `keep`, so a repeat answers
+ * `created: false` and changes nothing (the `with-id` rule). */
+function repeatable(options: EnqueueOptions): boolean {
+  return options.id !== undefined && (options.on_conflict === undefined || options.on_conflict === "keep");
+}
+
 /** Turns an answer's list field into a typed array, failing loudly when
  * the server answered something else (a proxy, a wrong base URL). */
 function listOf<T>(answer: unknown, field: string): T[] {
@@ -161,7 +168,10 @@ export class DelaydClient {
   /** `POST .../messages`: enqueues one message (creating the queue unless
    * the server runs with `--no-auto-create`). With `options.id` the call is
    * idempotent (`created: false` when that message is live) and retried
-   * after a lost answer. */
+   * after a lost answer. With `on_conflict: "replace"` or `"debounce"` it
+   * changes the live message of that id instead (`replaced: true`), or
+   * becomes its successor when it is leased (`after_lease: true`); see
+   * {@link OnConflict}. */
   async enqueue(
     queue: string,
     payload: PayloadInput,
@@ -172,14 +182,15 @@ export class DelaydClient {
     return (await this.call(
       "enqueue",
       { path: { queue }, body, signal: opts.signal },
-      options.id !== undefined,
+      repeatable(options),
     )) as Enqueued;
   }
 
   /** `POST .../batch`: up to 1000 messages in one request (one durable
    * commit). Each result is the item's {@link Enqueued} or its own error
    * (an instance of the error class of its code), in input order. Retried
-   * after a lost answer only when every item has an id. */
+   * after a lost answer only when every item has an id and none replaces
+   * (`on_conflict` `replace` or `debounce`). */
   async enqueueBatch(
     queue: string,
     items: readonly (BatchItem | PayloadInput)[],
@@ -191,8 +202,8 @@ export class DelaydClient {
         : { ...item, ...encodePayload(item.payload) },
     );
     const body = buildBody("enqueueBatch", { messages });
-    const allIds = items.every((item) => typeof item === "object" && "id" in item && item.id !== undefined);
-    const answer = await this.call("enqueueBatch", { path: { queue }, body, signal: opts.signal }, allIds);
+    const repeat = items.every((item) => typeof item === "object" && !(item instanceof Uint8Array) && repeatable(item));
+    const answer = await this.call("enqueueBatch", { path: { queue }, body, signal: opts.signal }, repeat);
     return listOf<unknown>(answer, "results").map((r) =>
       isRecord(r) && "error" in r ? errorFromBody(r, null) : (r as Enqueued),
     );

@@ -152,6 +152,22 @@ export interface KeyState {
 
 // -------------------------------------------------------------- messages
 
+/**
+ * What an enqueue does when its `id` names a message that lives in the
+ * queue (api.md, "Retention, replace and debounce"):
+ * - `keep` (the default): nothing changes (`created: false`).
+ * - `replace`: a scheduled or ready message takes the request's payload,
+ *   headers, priority, key, max_attempts and due time; its `seq`,
+ *   `attempts` and `enqueued_at` stay (`replaced: true`).
+ * - `debounce`: as `replace`, with the due time capped at the message's
+ *   `enqueued_at + debounce_max_ms`.
+ *
+ * A leased message is not changed: the request becomes its successor,
+ * applied when the lease ends (`after_lease: true`). A dead message:
+ * {@link InvalidState} for `replace` and `debounce`.
+ */
+export type OnConflict = "keep" | "replace" | "debounce";
+
 /** Options of an enqueue (and of each batch item besides its payload).
  * At most one of `delay_ms` and `deliver_at`; neither means now. */
 export interface EnqueueOptions {
@@ -166,6 +182,15 @@ export interface EnqueueOptions {
   max_attempts?: number;
   /** Flow-control key (1-256 bytes UTF-8, no control characters). */
   key?: string;
+  /** What happens when `id` names a live message (see {@link OnConflict});
+   * `replace` and `debounce` need an `id`. Such an enqueue is not retried
+   * after a lost answer: a repeat would move the due time (`delay_ms`
+   * counts from its arrival), or enqueue the content again once the
+   * message ended. */
+  on_conflict?: OnConflict;
+  /** With `on_conflict: "debounce"` only: the due time is capped at the
+   * message's `enqueued_at` plus this; no cap without it. */
+  debounce_max_ms?: number;
 }
 
 /** One message of {@link DelaydClient.enqueueBatch}. */
@@ -177,8 +202,19 @@ export interface Enqueued {
   readonly id: string;
   readonly seq: number;
   readonly deliver_at: number;
-  /** `false`: a live message with this id existed; nothing changed. */
+  /** `false`: a live message with this id existed; nothing changed unless
+   * `replaced`. */
   readonly created: boolean;
+  /** `true`: a `replace` or `debounce` changed the existing message
+   * (`seq` is its own, `deliver_at` its new due time), or, with
+   * `after_lease`, became its successor. Absent when false. */
+  readonly replaced?: boolean;
+  /** `true`: the message was leased, so the request became its successor
+   * (`deliver_at` is the successor's), applied when the lease ends: after
+   * an ack as a new message with the same id, after a retry as its content
+   * and the later due time, after its death in its place; a cancel drops
+   * it. Absent when false. */
+  readonly after_lease?: boolean;
 }
 
 export type Message = ReceivedPayload & {

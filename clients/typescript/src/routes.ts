@@ -23,8 +23,10 @@ export interface FieldTable {
 
 /** When a repeat of the call (after a 503 or a network error) is harmless:
  * `always` (reads, and calls idempotent by the API's contract), `with-id`
- * (an enqueue with a client id: a repeat answers `created: false`), or
- * `never` (a repeated ack, nack or lease would not be the same call). */
+ * (an enqueue with a client id and `on_conflict` `keep`, the default: a
+ * repeat answers `created: false`; a repeated `replace` or `debounce`
+ * would move the due time, so it is not retried), or `never` (a repeated
+ * ack, nack or lease would not be the same call). */
 export type RetryRule = "always" | "with-id" | "never";
 
 export interface Route {
@@ -53,6 +55,8 @@ const MESSAGE: FieldTable = {
   headers: true,
   max_attempts: true,
   key: true,
+  on_conflict: true,
+  debounce_max_ms: true,
 };
 const RATE: FieldTable = { limit: true, period_ms: true, burst: true };
 const SCHEDULE_TIMES = { cron: true, every_ms: true, tz: true, start_at: true } as const;

@@ -87,7 +87,7 @@ pub use events::{Event, EventKind, History};
 pub use flow::{FlowBody, FlowView, KeyInfo, RateBody, RateView};
 pub use message::{
     BatchBody, BatchItemResult, BatchResults, EnqueueBody, Enqueued, Message, MessageList,
-    PatchBody,
+    OnConflict, PatchBody,
 };
 pub use payload::{encode_base64, Payload};
 pub use queue::{

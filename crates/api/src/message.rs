@@ -42,13 +42,66 @@ pub struct EnqueueBody {
     /// characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// What happens when `id` names a message that lives in the queue:
+    /// `keep` (the default), `replace` or `debounce`. `replace` and
+    /// `debounce` need an `id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_conflict: Option<OnConflict>,
+    /// With `on_conflict: debounce` only: the due time is capped at the
+    /// message's `enqueued_at` plus this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debounce_max_ms: Option<u64>,
+}
+
+/// `on_conflict` of an enqueue (api.md, "Retention, replace and
+/// debounce"): what happens when its `id` names a live message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case", try_from = "String")]
+pub enum OnConflict {
+    /// Nothing changes: 200 `created: false` (idempotent enqueue).
+    #[default]
+    Keep,
+    /// A `scheduled` or `ready` message takes the request's content and due
+    /// time (a `leased` one keeps the request as its successor).
+    Replace,
+    /// As `replace`, with the due time capped at the message's
+    /// `enqueued_at + debounce_max_ms`.
+    Debounce,
+}
+
+impl OnConflict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Keep => "keep",
+            Self::Replace => "replace",
+            Self::Debounce => "debounce",
+        }
+    }
+}
+
+// Read through `String` so that a wrong value's error names the field
+// (serde's own says only "unknown variant").
+impl TryFrom<String> for OnConflict {
+    type Error = String;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        match value.as_str() {
+            "keep" => Ok(Self::Keep),
+            "replace" => Ok(Self::Replace),
+            "debounce" => Ok(Self::Debounce),
+            _ => Err(format!(
+                "on_conflict must be `keep`, `replace` or `debounce`, got {value:?}"
+            )),
+        }
+    }
 }
 
 /// Declares a request body's wire struct (see `EnqueueWire`) with the
 /// fields of a message's content that an enqueue and a schedule's template
 /// share: its own fields (each optional) with the payload's two keys at
-/// `@payload;`, then `priority`, `headers`, `max_attempts` and `key` (the
-/// order an unknown field's error lists them in).
+/// `@payload;`, then `priority`, `headers`, `max_attempts` and `key`, then
+/// the fields after an optional `@content;` (the order an unknown field's
+/// error lists them in).
 macro_rules! message_wire {
     (
         $(#[$meta:meta])*
@@ -56,6 +109,7 @@ macro_rules! message_wire {
             $($before:ident: $before_ty:ty,)*
             @payload;
             $($after:ident: $after_ty:ty,)*
+            $(@content; $($last:ident: $last_ty:ty,)*)?
         }
     ) => {
         $(#[$meta])*
@@ -82,6 +136,10 @@ macro_rules! message_wire {
             max_attempts: Option<u32>,
             #[serde(default)]
             key: Option<String>,
+            $($(
+                #[serde(default)]
+                $last: $last_ty,
+            )*)?
         }
     };
 }
@@ -98,6 +156,9 @@ message_wire! {
         @payload;
         delay_ms: Option<u64>,
         deliver_at: Option<u64>,
+        @content;
+        on_conflict: Option<OnConflict>,
+        debounce_max_ms: Option<u64>,
     }
 }
 
@@ -114,6 +175,8 @@ impl TryFrom<EnqueueWire> for EnqueueBody {
             headers: wire.headers,
             max_attempts: wire.max_attempts,
             key: wire.key,
+            on_conflict: wire.on_conflict,
+            debounce_max_ms: wire.debounce_max_ms,
         })
     }
 }
@@ -130,6 +193,8 @@ impl EnqueueBody {
             headers: BTreeMap::new(),
             max_attempts: None,
             key: None,
+            on_conflict: None,
+            debounce_max_ms: None,
         }
     }
 
@@ -168,6 +233,20 @@ impl EnqueueBody {
         self.key = Some(key.into());
         self
     }
+
+    /// What happens when the id names a live message (api.md, "Retention,
+    /// replace and debounce"); `replace` and `debounce` need an id.
+    pub fn on_conflict(mut self, on_conflict: OnConflict) -> Self {
+        self.on_conflict = Some(on_conflict);
+        self
+    }
+
+    /// Debounce's cap: the due time is at most the message's `enqueued_at`
+    /// plus this. Only with `on_conflict(OnConflict::Debounce)`.
+    pub fn debounce_max_ms(mut self, debounce_max_ms: u64) -> Self {
+        self.debounce_max_ms = Some(debounce_max_ms);
+        self
+    }
 }
 
 /// `POST .../batch`: up to 1000 messages, each enqueued or refused on its
@@ -185,16 +264,30 @@ pub struct BatchBody<T = EnqueueBody> {
 }
 
 /// Answer to an enqueue: 201 `created: true`, or 200 `created: false` when
-/// a live message with that id already existed (nothing changed).
+/// a live message with that id already existed (nothing changed, unless
+/// `replaced`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = EnqueueResult))]
 pub struct Enqueued {
     pub id: String,
     pub seq: u64,
+    /// The message's due time; with `after_lease`, its successor's.
     pub deliver_at: u64,
     /// False when a live message with this id already existed (nothing
-    /// changed).
+    /// changed, unless `replaced`).
     pub created: bool,
+    /// Present (`true`) only when `on_conflict` `replace` or `debounce`
+    /// changed the live message, or (`after_lease`) gave it a successor.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub replaced: bool,
+    /// Present (`true`) only when the live message is leased: the request
+    /// is its successor, applied when the lease ends.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub after_lease: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// One batch result, in input order: the outcome or the item's own error.
@@ -317,5 +410,57 @@ mod tests {
         assert!(wrong.starts_with("invalid type: integer `5`"), "{wrong}");
         let body = EnqueueBody::new("p").id("a").priority(3).header("k", "v");
         assert_eq!(read(serde_json::to_value(&body).unwrap()).unwrap(), body);
+    }
+
+    /// `on_conflict` and `debounce_max_ms` are sent only when set, read
+    /// back, and an unknown `on_conflict` is refused naming the field.
+    #[test]
+    fn on_conflict_round_trips_and_names_a_wrong_value() {
+        let body = EnqueueBody::new("p")
+            .id("a")
+            .on_conflict(OnConflict::Debounce)
+            .debounce_max_ms(5_000);
+        let json = serde_json::to_value(&body).unwrap();
+        assert_eq!(
+            json,
+            json!({"id": "a", "payload": "p", "on_conflict": "debounce", "debounce_max_ms": 5000})
+        );
+        assert_eq!(read(json).unwrap(), body);
+        let keep = read(json!({"payload": "p", "on_conflict": "keep"})).unwrap();
+        assert_eq!(keep.on_conflict, Some(OnConflict::Keep));
+        let wrong = read(json!({"payload": "p", "on_conflict": "overwrite"})).unwrap_err();
+        assert!(
+            wrong.starts_with("on_conflict must be `keep`, `replace` or `debounce`"),
+            "{wrong}"
+        );
+        let typo = read(json!({"payload": "p", "on_confict": "replace"})).unwrap_err();
+        assert!(
+            typo.contains("`key`, `on_conflict`, `debounce_max_ms`"),
+            "{typo}"
+        );
+    }
+
+    /// `replaced` and `after_lease` are written only when true and read as
+    /// false when absent (an older server's answer).
+    #[test]
+    fn enqueued_writes_replaced_and_after_lease_only_when_true() {
+        let plain: Enqueued =
+            serde_json::from_value(json!({"id": "a", "seq": 1, "deliver_at": 2, "created": false}))
+                .unwrap();
+        assert!(!plain.replaced && !plain.after_lease);
+        assert_eq!(
+            serde_json::to_value(&plain).unwrap(),
+            json!({"id": "a", "seq": 1, "deliver_at": 2, "created": false})
+        );
+        let successor = Enqueued {
+            replaced: true,
+            after_lease: true,
+            ..plain
+        };
+        assert_eq!(
+            serde_json::to_value(&successor).unwrap(),
+            json!({"id": "a", "seq": 1, "deliver_at": 2, "created": false,
+                   "replaced": true, "after_lease": true})
+        );
     }
 }

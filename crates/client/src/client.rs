@@ -180,7 +180,10 @@ impl Client {
     // ----- messages -----
 
     /// Enqueues one message. `created: false` in the answer means a live
-    /// message with that id already existed and nothing changed.
+    /// message with that id already existed: nothing changed, unless the
+    /// message asked for [`OnConflict::Replace`](crate::OnConflict) or
+    /// `Debounce` (then `replaced: true`, and `after_lease: true` when the
+    /// live message was leased and the request became its successor).
     pub async fn enqueue(
         &self,
         queue: &str,

@@ -54,6 +54,6 @@ pub use error::ClientError;
 pub use schedules::PutSchedule;
 pub use wire::{
     AckItem, Enqueued, ErrorDetail, Event, EventKind, FlowSpec, FlowView, History, KeyInfo,
-    LeaseOptions, Leased, MessageView, NewMessage, Payload, PushSpec, PushView, Queue,
+    LeaseOptions, Leased, MessageView, NewMessage, OnConflict, Payload, PushSpec, PushView, Queue,
     QueueConfigView, QueuePut, QueueStats, RateSpec, RateView, Reschedule, Retry,
 };

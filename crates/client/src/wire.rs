@@ -14,7 +14,8 @@
 
 pub use delayd_api::{
     encode_base64, AckItem, Enqueued, ErrorBody, ErrorDetail, Event, EventKind, Extended, FlowView,
-    History, KeyInfo, Leased, Message, Payload, PushView, Queue, QueueConfig, QueueStats, RateView,
+    History, KeyInfo, Leased, Message, OnConflict, Payload, PushView, Queue, QueueConfig,
+    QueueStats, RateView,
 };
 pub use delayd_api::{
     CatchupMode, OverlapMode, PreviewBody, Schedule, ScheduleMessage, ScheduleMessageBody,

@@ -1,6 +1,7 @@
 -- ARGV 4: id. Removes the message in any state, keeping it as retained
 -- ('C') when the queue retains ended messages (`rt` in cfg). A retained
--- message is not found. Returns {'OK', seq, wakes} or {'NF'}.
+-- message is not found. A successor (common.lua, "Successors") goes with the
+-- message. Returns {'OK', seq, wakes} or {'NF'}.
 local c = cfg()
 if c then promote(c) end
 local id = ARGV[4]

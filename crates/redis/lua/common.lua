@@ -47,7 +47,7 @@ local TAGP, K_FLOW, K_KEYS, K_KT, K_KL, K_KH, K_KHP, K_KCOOL, K_KWAIT, K_KIDLE
 local FCFG_READ, FCFG, ENDED, WOKE
 -- Flow hooks, defined in lua/flow.lua (appended after this file).
 local key_saved, key_removed, key_added, unpark_one, flow_promote, flow_next, flow_cfg_from, key_wake,
-  park_new, flow_cfg
+  park_new, flow_cfg, key_moved
 local function bind(keys, args)
   KEYS, ARGV = keys, args
   K_CFG, K_SCHED, K_READY, K_LEASE, K_DEAD, K_MSG = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
@@ -66,19 +66,32 @@ local PROMOTE_LIMIT = 1000
 -- priority, payload, headers, attempts, max_attempts, lease_ms,
 -- lease_until, lease id, died_at, timeouts, releases, buries, kicks, flow
 -- key, deferrals in a row, the last failure's text, then (retained records
--- only) ended_at and until (the end of its retention). Optional ones are ''.
+-- only) ended_at and until (the end of its retention), then (leased records
+-- only) the successor (see "Successors"). Optional ones are ''.
 -- Replies list them in this order after the id, up to ended_at (RFIELDS).
 -- A record is stored without its trailing fields that hold their defaults,
 -- so records written before flow control (ending at kicks) or before
 -- `last_error` (ending at deferrals) read as no key, no deferral and no
--- last error, and a live record never stores the two retention fields.
-local SK, ST, DA, EA, PR, PL, HD, AT, MA, LM, LU, LI, DD, CT, RL, BU, KI, KY, DF, LE, EN, UN =
-  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22
-local NFIELDS, RFIELDS = 22, 21
+-- last error, a live record never stores the two retention fields unless
+-- it has a successor (then as ''), and a record without a successor (every
+-- record written before successors) ends before that field.
+local SK, ST, DA, EA, PR, PL, HD, AT, MA, LM, LU, LI, DD, CT, RL, BU, KI, KY, DF, LE, EN, UN, SU =
+  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23
+local NFIELDS, RFIELDS = 23, 21
 -- Defaults of the fields that may be left out (7 and up).
 local DEFAULT = {[HD] = '', [AT] = 0, [MA] = '', [LM] = '', [LU] = '', [LI] = '', [DD] = '',
                  [CT] = 0, [RL] = 0, [BU] = 0, [KI] = 0, [KY] = '', [DF] = 0, [LE] = '',
-                 [EN] = '', [UN] = ''}
+                 [EN] = '', [UN] = '', [SU] = ''}
+-- Successors (api.md, "Retention, replace and debounce"): a replace or
+-- debounce of a leased message is kept in its record's field SU until the
+-- lease ends, as a nested msgpack array of the content and due time it
+-- brings (`Replacement`): payload, headers, priority, max_attempts,
+-- lease_ms, flow key, deliver_at (debounce's cap applied) and since (when
+-- the successor's first request came: a later debounce's cap counts from
+-- it). Being part of the record, it is read, written, retained (never: an
+-- end drops it) and deleted (cancel, `delete_queue`) with it, atomically,
+-- with no key of its own.
+local S_PL, S_HD, S_PR, S_MA, S_LM, S_KY, S_DA, S_SI = 1, 2, 3, 4, 5, 6, 7, 8
 
 -- Numbers go to Redis commands as exact decimal strings (Lua's default
 -- %.14g would round epoch milliseconds and seqs). Replies need no such
@@ -144,7 +157,8 @@ end
 -- versions decode the record alone (the first msgpack object) and drop
 -- the tail when they write the record again.
 local HISTORY_LEN = 32
-local EV_ENQUEUED, EV_RESCHEDULED, EV_LEASED, EV_ACKED, EV_NACKED, EV_DEFERRED = 0, 2, 3, 4, 5, 6
+local EV_ENQUEUED, EV_REPLACED, EV_RESCHEDULED, EV_LEASED, EV_ACKED, EV_NACKED, EV_DEFERRED =
+  0, 1, 2, 3, 4, 5, 6
 local EV_EXPIRED, EV_PUSH_FAILED, EV_DEAD, EV_REDRIVEN, EV_CANCELLED = 7, 8, 9, 10, 11
 local DIED_ATTEMPTS, DIED_DEFERRALS, DIED_BURIED = 0, 1, 2
 -- The tail of a new message: 1 event, {EV_ENQUEUED, 0, 0} (enqueued at
@@ -258,7 +272,8 @@ local function retain(id, r, how, rt)
   -- The history goes on with the retained record (without retention it
   -- ends with the message).
   if how == 'A' then record(r, EV_ACKED, NOW) else record(r, EV_CANCELLED, NOW) end
-  r[ST], r[PL], r[LU], r[LI], r[DD], r[EN], r[UN] = how, '', '', '', '', NOW, until_
+  -- A successor ends with the message (a cancel drops it).
+  r[ST], r[PL], r[LU], r[LI], r[DD], r[EN], r[UN], r[SU] = how, '', '', '', '', NOW, until_, ''
   redis.call('SET', rkey(id), pack(r) .. tail(r), 'PX', s(rt + RETAIN_MARGIN))
   redis.call('ZADD', K_RET, s(until_), id)
 end
@@ -343,9 +358,45 @@ local function to_dead(id, r, at)
   redis.call('ZADD', K_DEAD, s(at), member(r, id))
 end
 
+-- Puts the content of `su` (a successor, or a replace's request in the
+-- same shape) on the record `r` of `id`, out of every index (its flow key
+-- too: `key_moved` moves its counts).
+local function apply_content(id, r, su)
+  key_moved(id, r, su[S_KY])
+  r[PL], r[HD], r[PR], r[MA], r[LM] = su[S_PL], su[S_HD], su[S_PR], su[S_MA], su[S_LM]
+end
+
+-- The lease of `r` ended in a retry (its deliver_at set, not yet
+-- indexed): its successor, if any, gives it its content, and it is due at
+-- the later of the retry and the successor's due time.
+local function successor_retry(id, r)
+  local su = r[SU]
+  if su == '' then return end
+  r[SU] = ''
+  apply_content(id, r, su)
+  r[DA] = math.max(r[DA], su[S_DA])
+end
+
+-- The lease of `r` ended in its death at `at` (dead, indexed and its
+-- event recorded): its successor, if any, takes its place: pending again
+-- with the successor's content and due time, attempts and deferrals 0,
+-- and a `redriven` event. Returns the state.
+local function successor_redrive(id, r, at)
+  local su = r[SU]
+  if su == '' then return r[ST] end
+  r[SU] = ''
+  redis.call('ZREM', K_DEAD, member(r, id))
+  apply_content(id, r, su)
+  r[DA], r[AT], r[DF], r[DD] = su[S_DA], 0, 0, ''
+  local st = place(id, r)
+  record(r, EV_REDRIVEN, at)
+  return st
+end
+
 -- A failed delivery of a leased message (nack or expired lease): dead when
 -- out of attempts, else scheduled again `delay` (or the backoff) after
--- `from`. Saves the record and returns the new state.
+-- `from`; then its successor, if any, takes effect. Saves the record and
+-- returns the new state.
 local function fail(c, id, r, from, delay, may_die, new_pr, timed_out)
   local ma = c.ma
   if r[MA] ~= '' then ma = r[MA] end
@@ -358,11 +409,13 @@ local function fail(c, id, r, from, delay, may_die, new_pr, timed_out)
   if may_die and ma ~= 0 and r[AT] >= ma then
     to_dead(id, r, from)
     record(r, EV_DEAD, from, DIED_ATTEMPTS)
+    local st = successor_redrive(id, r, from)
     save(id, r)
-    return 'D'
+    return st
   end
   local d = delay or backoff(c, r[AT], r[SK])
   r[DA] = from + d
+  successor_retry(id, r)
   local st = place(id, r)
   save(id, r)
   return st
@@ -443,19 +496,88 @@ local function check_lease(id, lid)
   return nil, r
 end
 
--- Enqueues the groups of 9 arguments from ARGV[from] on: id, seq,
+-- Indexes the new record `r` of `id` (stored, not yet indexed) by its
+-- deliver_at: due now, it is ready (or joins its key's park, `park_new`
+-- with `readied`), else scheduled. The index entries are appended to
+-- `sched` and `ready` (score, member pairs) for the caller's ZADDs.
+-- Returns the state.
+local function index_new(id, r, readied, sched, ready)
+  if r[DA] > NOW then
+    sched[#sched + 1] = s(r[DA])
+    sched[#sched + 1] = smember(r, id)
+    return 'S'
+  end
+  local m = rmember(r[DA], r[SK], id)
+  if not (r[KY] ~= '' and park_new(r[KY], r[PR], m, readied)) then
+    ready[#ready + 1] = s(r[PR])
+    ready[#ready + 1] = m
+  end
+  return 'R'
+end
+
+-- A new live record: seq `seq`, enqueued at NOW, the content and due time
+-- of `su` (a request or a successor, in the successor's shape).
+local function new_record(seq, su)
+  return {seq, 'S', su[S_DA], NOW, su[S_PR], su[S_PL], su[S_HD], 0, su[S_MA], su[S_LM],
+    '', '', '', 0, 0, 0, 0, su[S_KY], 0}
+end
+
+-- The due time a replace (`oc` 'r') or debounce ('d', capped at `since`
+-- plus `mx`, when given) of request due at `da` gives.
+local function capped(oc, da, mx, since)
+  if oc == 'd' and mx then return math.min(da, since + mx) end
+  return da
+end
+
+-- A replace or debounce (`oc`, cap `mx`) with the request `q` (in the
+-- successor's shape, its due time uncapped) of the live message `id`
+-- (record `r`): a waiting message takes its content and due time at once
+-- (its seq, attempts and enqueued_at stay); a leased one keeps it as its
+-- successor (overwriting an earlier one, whose `since` stays); a dead one
+-- is not changed. Returns the answer's code (2 replaced, 3 successor, 4
+-- dead), deliver_at and state.
+local function replace_live(id, r, q, oc, mx)
+  local st = r[ST]
+  if st == 'D' then return 4, r[DA], 'D' end
+  if st == 'L' then
+    local since = NOW
+    if r[SU] ~= '' then since = r[SU][S_SI] end
+    q[S_DA], q[S_SI] = capped(oc, q[S_DA], mx, since), since
+    r[SU] = q
+    record(r, EV_REPLACED, NOW, 1)
+    save(id, r)
+    return 3, q[S_DA], 'L'
+  end
+  unlink(id, r)
+  apply_content(id, r, q)
+  r[DA] = capped(oc, q[S_DA], mx, r[EA])
+  st = place(id, r)
+  record(r, EV_REPLACED, NOW, 0)
+  save(id, r)
+  return 2, r[DA], st
+end
+
+-- Enqueues the groups of 11 arguments from ARGV[from] on: id, seq,
 -- deliver_at, priority, max_attempts ('' = queue's), lease_ms ('' =
--- queue's), headers (opaque), payload, flow key ('' = none); seqs increase
--- along the groups.
--- Returns {'OK', created, seq, deliver_at, state, ...} per item, or {'SEQ'}
--- when the first seq is not above the last one this shard issued (`sl` in
--- cfg), so that seqs increase per queue shard whichever node enqueues: the
--- caller takes fresh seqs from the deployment's counter and calls again.
+-- queue's), headers (opaque), payload, flow key ('' = none), on_conflict
+-- ('' keep, 'r' replace, 'd' debounce), debounce_max_ms ('' = none); seqs
+-- increase along the groups.
+-- Returns {'OK', code, seq, deliver_at, state, ...} per item (code 0: the
+-- id was taken, nothing changed; 1: created; 2: replaced; 3: kept as the
+-- leased message's successor, deliver_at the successor's; 4: a dead
+-- message, not replaced), or {'SEQ'} when the first seq is not above the
+-- last one this shard issued (`sl` in cfg), so that seqs increase per
+-- queue shard whichever node enqueues: the caller takes fresh seqs from
+-- the deployment's counter and calls again.
 -- New records are stored with HSETNX (an existing id keeps its message:
--- idempotent enqueue), and the call's index entries go in one ZADD per set.
--- A retained id (still within its window at NOW) is taken as well: its
--- answer is the retained message's, state 'A' or 'C'. Its record is looked
--- for only while the shard retains anything (one EXISTS per call).
+-- idempotent enqueue, unless the item replaces), and the call's index
+-- entries go in one ZADD per set (written before a replace, which may
+-- concern an id this call created).
+-- A retained id (still within its window at NOW) is taken as well for
+-- `keep`: its answer is the retained message's, state 'A' or 'C'; a
+-- replace or debounce deletes the retained record and creates a new
+-- message. Its record is looked for only while the shard retains anything
+-- (one EXISTS per call).
 local function enqueue_items(c, from)
   if ARGV[from + 1] and tonumber(ARGV[from + 1]) <= c.sl then return {'SEQ'} end
   local last = c.sl
@@ -465,34 +587,41 @@ local function enqueue_items(c, from)
   -- not written yet when the same id comes again later in the call.
   local created = {}
   local retaining = redis.call('EXISTS', K_RET) == 1
-  for i = from, #ARGV, 9 do
-    local id = ARGV[i]
-    local r = {tonumber(ARGV[i + 1]), 'S', tonumber(ARGV[i + 2]), NOW, tonumber(ARGV[i + 3]),
-      ARGV[i + 7], ARGV[i + 6], 0, tonumber(ARGV[i + 4]) or '', tonumber(ARGV[i + 5]) or '',
-      '', '', '', 0, 0, 0, 0, ARGV[i + 8], 0}
+  for i = from, #ARGV, 11 do
+    local id, oc = ARGV[i], ARGV[i + 9]
+    local q = {ARGV[i + 7], ARGV[i + 6], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]) or '',
+      tonumber(ARGV[i + 5]) or '', ARGV[i + 8], tonumber(ARGV[i + 2]), NOW}
+    local r = new_record(tonumber(ARGV[i + 1]), q)
     local n = #out
     -- A live id has no retained record in its window (one is written only
     -- when the live message ends, and a new one waits for the window).
     local kept = retaining and not created[id] and load_retained(id)
+    if kept and oc ~= '' then
+      redis.call('DEL', rkey(id))
+      redis.call('ZREM', K_RET, id)
+      kept = nil
+    end
     if kept then
       out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 0, kept[SK], kept[DA], kept[ST]
     elseif redis.call('HSETNX', K_MSG, id, pack(r) .. ENQUEUED_TAIL) == 0 then
-      local ex = load(id)
-      out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 0, ex[SK], ex[DA], created[id] or state_of(id, ex)
+      if oc == '' then
+        local ex = load(id)
+        out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 0, ex[SK], ex[DA], created[id] or state_of(id, ex)
+      else
+        -- The index entries so far go first (the id may be among them),
+        -- and what this call made ready is forgotten: the replace may have
+        -- moved it.
+        zadd_all(K_SCHED, sched)
+        zadd_all(K_READY, ready)
+        sched, ready, readied, created[id] = {}, {}, {}, nil
+        local ex = load(id)
+        local code, da, st = replace_live(id, ex, q, oc, tonumber(ARGV[i + 10]))
+        out[n + 1], out[n + 2], out[n + 3], out[n + 4] = code, ex[SK], da, st
+      end
     else
       last = r[SK]
       if r[KY] ~= '' then key_added(id, r[KY]) end
-      local st = 'S'
-      if r[DA] <= NOW and r[KY] ~= '' and park_new(r[KY], r[PR], rmember(r[DA], r[SK], id), readied) then
-        st = 'R'
-      elseif r[DA] <= NOW then
-        st = 'R'
-        ready[#ready + 1] = s(r[PR])
-        ready[#ready + 1] = rmember(r[DA], r[SK], id)
-      else
-        sched[#sched + 1] = s(r[DA])
-        sched[#sched + 1] = smember(r, id)
-      end
+      local st = index_new(id, r, readied, sched, ready)
       out[n + 1], out[n + 2], out[n + 3], out[n + 4] = 1, r[SK], r[DA], st
       created[id] = st
     end

@@ -7,7 +7,8 @@
 -- (`FlowConfig::deferred`) was decided in Rust from the record read; this
 -- applies it only if the message is still leased by that lease with those
 -- counts (else {'CHG'}, and the caller reads again), and cools the key
--- (the queue, without a key) down until the new deliver_at.
+-- (the queue, without a key) down until the new deliver_at; then the
+-- message's successor, if any, takes effect (see `fail`).
 -- Returns {'OK', new state, next_due, wakes}, {'NF'}, {'LM'}, {'CHG'} or
 -- {'NOQ'}.
 local c = cfg()
@@ -26,12 +27,12 @@ local st
 if ARGV[10] == 'D' then
   to_dead(id, r, NOW)
   record(r, EV_DEAD, NOW, DIED_DEFERRALS)
-  st = 'D'
+  st = successor_redrive(id, r, NOW)
 else
   local da = tonumber(ARGV[10])
   r[DA] = da
-  st = place(id, r)
   record(r, EV_DEFERRED, NOW, da - NOW, tonumber(ARGV[13]) or 0)
+  -- The cooldown is the deferred key's, whatever a successor brings.
   if r[KY] ~= '' then
     redis.call('ZADD', K_KCOOL, 'GT', s(da), r[KY])
     redis.call('HSET', K_KEYS, r[KY], 1)
@@ -39,6 +40,8 @@ else
     local qc = tonumber(redis.call('HGET', K_FLOW, 'qc')) or 0
     redis.call('HSET', K_FLOW, 'qc', s(math.max(qc, da)))
   end
+  successor_retry(id, r)
+  st = place(id, r)
 end
 save(id, r)
 return {'OK', st, next_due(c), wakes()}

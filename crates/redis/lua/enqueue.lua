@@ -1,4 +1,4 @@
--- ARGV 4..: the items, groups of 8 (see `enqueue_items`). Returns what
+-- ARGV 4..: the items, groups of 11 (see `enqueue_items`). Returns what
 -- `enqueue_items` returns, or {'NOQ'} when the shard has no config (queue
 -- unknown here: the caller creates it).
 local c = cfg()

@@ -241,6 +241,29 @@ key_added = function(id, key)
   redis.call('HSET', K_KEYS, key, 1)
 end
 
+-- A live message (its loaded record `r`, out of the ready and park
+-- indexes) takes the flow key `key` (a replace or a successor brought
+-- another): it leaves its old key (counts, live set, forgotten when done,
+-- woken) and joins the new one, its counts moved along, so that `save`
+-- keeps them in step on the new key from there.
+key_moved = function(id, r, key)
+  local old = r[KY]
+  if old == key then return end
+  if old ~= '' then
+    if r.l0 then hincr(K_KL, old, -1) end
+    if r.h0 then hincr(K_KH, old, -1) end
+    redis.call('SREM', k_members(old), id)
+    key_idle(old)
+    key_wake(old)
+  end
+  r[KY] = key
+  if key ~= '' then
+    key_added(id, key)
+    if r.l0 then redis.call('HINCRBY', K_KL, key, 1) end
+    if r.h0 then redis.call('HINCRBY', K_KH, key, 1) end
+  end
+end
+
 -- A parked message leaves its park (cancel, reschedule, lease by id).
 unpark_one = function(id, r)
   local key, m = r[KY], rmember(r[DA], r[SK], id)

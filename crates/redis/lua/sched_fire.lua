@@ -4,7 +4,7 @@
 -- from, 6: the previous fire's message id whose liveness the step read
 -- ('' = none read), 7: '1' when it was read live, else '0', 8/9: the
 -- advanced record and its wake time (the zset score), 10..: the fire
--- messages (a fire written ahead last), groups of 9 as
+-- messages (a fire written ahead last), groups of 11 as
 -- `enqueue_items` takes them (an id that exists is left alone).
 -- Returns {'OK', enqueue replies...}, {'CHG'} (the record, or the previous
 -- message's liveness, changed since the node read them: another node

@@ -23,11 +23,15 @@ use crate::broker::Inner;
 use crate::messages::Prepared;
 use redis::Value;
 
-use crate::record::{status, text};
+use crate::keys::ShardKeys;
+use crate::record::{int, status, text};
 use crate::scripts;
 
-/// Acks per ack call (two arguments each).
+/// Acks per ack call (three arguments each).
 const ACKS_PER_CALL: usize = 500;
+/// Ack calls for the acks whose successors' seqs the shard refused, before
+/// those acks fail `Unavailable` (as enqueue's rounds).
+const SEQ_ROUNDS: usize = 100;
 /// Messages per batched enqueue call (a call's own chunks are at most
 /// `messages::ENQUEUE_CHUNK`).
 const ENQUEUES_PER_CALL: usize = 256;
@@ -37,8 +41,10 @@ const LEASES_PER_CALL: usize = delayd_core::MAX_BATCH;
 
 /// An ack's message and lease.
 type AckPair = (MessageId, LeaseId);
+/// One enqueue chunk's answer: per item its outcome (or its own error).
+type EnqueueAnswers = BrokerResult<Vec<BrokerResult<EnqueueOutcome>>>;
 pub(crate) type EnqueueLanes =
-    Lanes<(QueueName, u32, EnqueueOptions), Vec<Prepared>, BrokerResult<Vec<EnqueueOutcome>>>;
+    Lanes<(QueueName, u32, EnqueueOptions), Vec<Prepared>, EnqueueAnswers>;
 pub(crate) type AckLanes = Lanes<(QueueName, u32), AckPair, BrokerResult<()>>;
 pub(crate) type LeaseLanes =
     Lanes<(QueueName, u32, Option<u64>, Via), u32, BrokerResult<Vec<Delivery>>>;
@@ -158,7 +164,12 @@ impl Inner {
         Ok(results)
     }
 
-    /// One ack call on one shard for `pairs`, answered pair by pair.
+    /// Ack calls on one shard for `pairs`, answered pair by pair. An ack
+    /// of a message with a successor needs a fresh seq for the successor's
+    /// new message (lua/ack.lua answers `SQ` and does nothing for it): the
+    /// seqs are taken from the deployment's counter and those pairs acked
+    /// again, in as few rounds as the shard takes (each refused seq means
+    /// another call issued a newer one there, as for enqueue).
     async fn ack_pairs(
         &self,
         queue: &QueueName,
@@ -166,36 +177,128 @@ impl Inner {
         pairs: &[(MessageId, LeaseId)],
     ) -> BrokerResult<Vec<BrokerResult<()>>> {
         let keys = self.keys.shard(queue, shard);
-        let args = pairs
-            .iter()
-            .flat_map(|(id, lease)| [id.as_str().into(), lease.as_str().into()])
-            .collect();
+        let mut out: Vec<Option<BrokerResult<()>>> = vec![None; pairs.len()];
+        // The pairs still to ack, each with the seq for its successor.
+        let mut todo: Vec<(usize, Option<u64>)> = (0..pairs.len()).map(|i| (i, None)).collect();
+        for round in 0..SEQ_ROUNDS {
+            let args = todo
+                .iter()
+                .flat_map(|(index, seq)| {
+                    let (id, lease) = &pairs[*index];
+                    let seq = seq.map(|s| s.to_string()).unwrap_or_default();
+                    [id.as_str().into(), lease.as_str().into(), seq.into_bytes()]
+                })
+                .collect();
+            let answers = match self.ack_call(queue, &keys, args, todo.len()).await {
+                Ok(answers) => answers,
+                // The first call's failure is the whole call's; a later
+                // one's only that of the acks it carried.
+                Err(err) if round == 0 => return Err(err),
+                Err(err) => {
+                    for (index, _) in todo.drain(..) {
+                        out[index] = Some(Err(err.clone()));
+                    }
+                    break;
+                }
+            };
+            let mut again = Vec::new();
+            for ((index, _), a) in todo.iter().zip(&answers) {
+                let (id, lease) = &pairs[*index];
+                out[*index] = Some(match a {
+                    Value::Int(seq) => {
+                        self.unindex_seq(u64::try_from(*seq).unwrap_or(0));
+                        Ok(())
+                    }
+                    Value::Array(successor) => {
+                        self.successor_enqueued(queue, shard, id, successor).await
+                    }
+                    other if text(other)? == "SQ" => {
+                        again.push(*index);
+                        continue;
+                    }
+                    other if text(other)? == "LM" => Err(BrokerError::LeaseMismatch {
+                        id: id.clone(),
+                        lease: lease.to_string(),
+                    }),
+                    _ => Err(self.not_found(queue, id).await),
+                });
+            }
+            if again.is_empty() {
+                break;
+            }
+            match self.alloc_seqs(again.len() as u64).await {
+                Ok(first) => {
+                    todo = again
+                        .into_iter()
+                        .zip(first..)
+                        .map(|(i, s)| (i, Some(s)))
+                        .collect()
+                }
+                Err(err) => {
+                    for index in again {
+                        out[index] = Some(Err(err.clone()));
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| {
+                    Err(BrokerError::unavailable(
+                        "ack: the successor's seq kept being refused",
+                    ))
+                })
+            })
+            .collect())
+    }
+
+    /// One ack function call for `n` (id, lease, seq) triples: their
+    /// answers, after waking the lease calls it let through.
+    async fn ack_call(
+        &self,
+        queue: &QueueName,
+        keys: &ShardKeys,
+        args: Vec<Vec<u8>>,
+        n: usize,
+    ) -> BrokerResult<Vec<Value>> {
         let reply = self
-            .run(scripts::ACK, &keys, self.clock.now_ms(), args)
+            .run(scripts::ACK, keys, self.clock.now_ms(), args)
             .await?;
         let (_, answers) = status(&reply)?;
         let [answers @ .., wakes] = answers else {
             return Err(BrokerError::unavailable("ack: empty reply"));
         };
-        if answers.len() != pairs.len() {
+        if answers.len() != n {
             return Err(BrokerError::unavailable("ack: reply does not match"));
         }
         self.woke(queue, Some(wakes)).await;
-        let mut out = Vec::with_capacity(pairs.len());
-        for ((id, lease), a) in pairs.iter().zip(answers) {
-            out.push(match a {
-                Value::Int(seq) => {
-                    self.unindex_seq(u64::try_from(*seq).unwrap_or(0));
-                    Ok(())
-                }
-                other if text(other)? == "LM" => Err(BrokerError::LeaseMismatch {
-                    id: id.clone(),
-                    lease: lease.to_string(),
-                }),
-                _ => Err(self.not_found(queue, id).await),
-            });
+        Ok(answers.to_vec())
+    }
+
+    /// After an ack enqueued the message's successor as a new message
+    /// (`answer`: the old seq, the new seq, its state and deliver_at): the
+    /// seq index follows, and the nodes hear of a message ready or due.
+    async fn successor_enqueued(
+        &self,
+        queue: &QueueName,
+        shard: u32,
+        id: &MessageId,
+        answer: &[Value],
+    ) -> BrokerResult<()> {
+        let [old, seq, state, deliver_at] = answer else {
+            return Err(BrokerError::unavailable("ack: short successor answer"));
+        };
+        self.unindex_seq(int(old)?);
+        let (seq, deliver_at) = (int(seq)?, int(deliver_at)?);
+        match text(state)? {
+            "R" => self.announce_ready(queue, 1).await,
+            _ => self.announce_due(queue, shard, deliver_at).await,
         }
-        Ok(out)
+        let created = EnqueueOutcome::created(id.clone(), seq, deliver_at);
+        self.index_seqs(queue, &[Some(Ok(created))]).await;
+        Ok(())
     }
 
     /// Leases up to `max` ready messages of one shard, sharing the call with
@@ -236,7 +339,7 @@ impl Inner {
         shard: u32,
         chunk: Vec<Prepared>,
         options: EnqueueOptions,
-    ) -> BrokerResult<Vec<EnqueueOutcome>> {
+    ) -> EnqueueAnswers {
         let key = (queue.clone(), shard, options);
         let (rx, idle) = self.enqueue_lanes.submit(key.clone(), chunk);
         if idle {

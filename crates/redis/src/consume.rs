@@ -369,11 +369,23 @@ impl Inner {
         lease: &LeaseId,
         priority: Option<u32>,
     ) -> BrokerResult<()> {
-        let (_, rest) = self
+        let (shard, rest) = self
             .on_lease(scripts::BURY, queue, id, lease, vec![opt_arg(priority)])
             .await?;
         self.woke(queue, rest.first()).await;
-        metrics::counter!(metric::DEAD_LETTERED_TOTAL, "queue" => queue.to_string()).increment(1);
+        // Dead, or (a successor took its place) pending again.
+        match rest.get(1).map(text).transpose()? {
+            Some("R") => self.announce_ready(queue, 1).await,
+            Some("S") => {
+                if let Some(due) = rest.get(2).map(int).transpose()? {
+                    self.announce_due(queue, shard, due).await;
+                }
+            }
+            _ => {
+                metrics::counter!(metric::DEAD_LETTERED_TOTAL, "queue" => queue.to_string())
+                    .increment(1);
+            }
+        }
         Ok(())
     }
 

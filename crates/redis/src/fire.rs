@@ -254,7 +254,7 @@ impl Inner {
             .enqueued(queue, shard, items, replies)
             .await?
             .into_iter()
-            .map(|o| Some(Ok(o)))
+            .map(Some)
             .collect();
         let created: Vec<u64> = fires
             .iter()

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use delayd_core::check_deliver_at;
 use delayd_core::{
     BrokerError, BrokerResult, EnqueueOptions, EnqueueOutcome, EnqueueRequest, History, ListQuery,
-    Message, MessageId, MessageState, QueueName, Reschedule, DEFAULT_PRIORITY,
+    Message, MessageId, MessageState, OnConflict, QueueName, Reschedule, DEFAULT_PRIORITY,
 };
 
 use crate::broker::Inner;
@@ -39,6 +39,19 @@ pub(crate) fn member_key(numbers: &[u64], id: &str) -> Vec<u8> {
     m
 }
 
+/// `on_conflict` as `enqueue_items` (lua/common.lua) takes it.
+fn conflict_code(on_conflict: OnConflict) -> &'static str {
+    match on_conflict {
+        OnConflict::Keep => "",
+        OnConflict::Replace => "r",
+        OnConflict::Debounce => "d",
+    }
+}
+
+/// One enqueue item's arguments (`enqueue_items` in lua/common.lua; the
+/// seq is inserted at index 1 once allocated): id, deliver_at, priority,
+/// max_attempts, lease_ms, headers, payload, flow key, on_conflict,
+/// debounce_max_ms.
 pub(crate) fn prepare(index: usize, req: EnqueueRequest, now: u64) -> BrokerResult<Prepared> {
     let deliver_at = check_deliver_at(req.schedule.deliver_at(now))?;
     req.validate()?;
@@ -56,6 +69,8 @@ pub(crate) fn prepare(index: usize, req: EnqueueRequest, now: u64) -> BrokerResu
         record::encode_headers(&req.headers)?.into_bytes(),
         req.payload,
         opt(req.key.map(String::from)),
+        conflict_code(req.on_conflict).into(),
+        opt(req.debounce_max_ms.map(|m| m.to_string())),
     ];
     Ok(Prepared {
         index,
@@ -114,7 +129,7 @@ impl Inner {
         for (indices, answer) in pending {
             let outcomes = answer.await?;
             for (index, outcome) in indices.into_iter().zip(outcomes) {
-                results[index] = Some(Ok(outcome));
+                results[index] = Some(outcome);
             }
         }
         self.index_seqs(queue, &results).await;
@@ -133,7 +148,7 @@ impl Inner {
         mut chunk: Vec<Prepared>,
         now: u64,
         options: EnqueueOptions,
-    ) -> BrokerResult<Vec<EnqueueOutcome>> {
+    ) -> BrokerResult<Vec<BrokerResult<EnqueueOutcome>>> {
         let keys = self.keys.shard(queue, shard);
         let args = |chunk: &[Prepared]| chunk.iter().flat_map(|p| p.args.clone()).collect();
         let mut reply = self.run(scripts::ENQUEUE, &keys, now, args(&chunk)).await?;
@@ -166,37 +181,48 @@ impl Inner {
     }
 
     /// The outcomes of enqueued `items` from the enqueue code's answers (4
-    /// values per item: created, seq, deliver_at, `R`eady or `S`cheduled),
-    /// after waking the nodes that a created message concerns. Shared by
-    /// enqueue and a schedule's fire.
+    /// values per item: code, seq, deliver_at, state; `enqueue_items` in
+    /// lua/common.lua), after waking the nodes that a created or replaced
+    /// message concerns. Shared by enqueue and a schedule's fire.
     pub(crate) async fn enqueued(
         &self,
         queue: &QueueName,
         shard: u32,
         items: &[Prepared],
         replies: &[redis::Value],
-    ) -> BrokerResult<Vec<EnqueueOutcome>> {
+    ) -> BrokerResult<Vec<BrokerResult<EnqueueOutcome>>> {
         let mut outcomes = Vec::with_capacity(items.len());
         let mut ready = 0;
         let mut earliest: Option<u64> = None;
         for (item, r) in items.iter().zip(replies.chunks(4)) {
-            let created = int(&r[0])? == 1;
-            let deliver_at = int(&r[2])?;
-            match (created, text(&r[3])?) {
-                (true, "R") => ready += 1,
-                (true, "S") => earliest = Some(earliest.map_or(deliver_at, |e| e.min(deliver_at))),
-                _ => {}
+            let [code, seq, deliver_at, state] = r else {
+                return Err(BrokerError::unavailable("enqueue: short reply"));
+            };
+            let (code, seq, deliver_at) = (int(code)?, int(seq)?, int(deliver_at)?);
+            let id = item.id.clone();
+            // A new message, or one whose content and due time a replace
+            // changed, may be ready now or due earlier than the timers
+            // know; a successor waits for its lease's end, whose expiry
+            // is armed already.
+            if code == 1 || code == 2 {
+                match text(state)? {
+                    "R" => ready += 1,
+                    "S" => earliest = Some(earliest.map_or(deliver_at, |e| e.min(deliver_at))),
+                    _ => {}
+                }
             }
             debug_assert!(
-                !created || deliver_at == item.deliver_at,
+                code != 1 || deliver_at == item.deliver_at,
                 "{deliver_at} vs {}",
                 item.deliver_at
             );
-            let (id, seq) = (item.id.clone(), int(&r[1])?);
-            outcomes.push(if created {
-                EnqueueOutcome::created(id, seq, deliver_at)
-            } else {
-                EnqueueOutcome::duplicate(id, seq, deliver_at)
+            outcomes.push(match code {
+                1 => Ok(EnqueueOutcome::created(id, seq, deliver_at)),
+                2 => Ok(EnqueueOutcome::replaced(id, seq, deliver_at, false)),
+                3 => Ok(EnqueueOutcome::replaced(id, seq, deliver_at, true)),
+                4 => Err(BrokerError::replace_dead(&id)),
+                0 => Ok(EnqueueOutcome::duplicate(id, seq, deliver_at)),
+                _ => return Err(BrokerError::unavailable("enqueue: unknown answer")),
             });
         }
         if ready > 0 {

@@ -18,8 +18,8 @@ use delayd_api::{EnqueueBody, FlowBody, PushBody, QueuePutBody, RateBody, RetryB
 use delayd_core::flow::MAX_RATE_LIMIT;
 use delayd_core::{
     Delivery, EnqueueOutcome, EnqueueRequest, Event, EventKind, FlowConfig, FlowKey, History,
-    KeyInfo, Message, MessageId, PushConfig, QueueConfigPatch, QueueInfo, Rate, RetryPolicy,
-    Schedule,
+    KeyInfo, Message, MessageId, OnConflict, PushConfig, QueueConfigPatch, QueueInfo, Rate,
+    RetryPolicy, Schedule,
 };
 
 use crate::error::ApiError;
@@ -65,13 +65,17 @@ pub fn check_delay(delay_ms: u64, max_delay_ms: u64) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// An enqueue body (or batch item) as core's request, checked by core's
+/// item rules too (`EnqueueRequest::validate`: `debounce_max_ms` only with
+/// debounce, `replace` and `debounce` only with an id), so a refused item
+/// never reaches the broker whatever the backend.
 pub fn enqueue_request(body: EnqueueBody, limits: &Limits) -> Result<EnqueueRequest, ApiError> {
     let payload = payload_bytes(body.payload, limits.max_payload)?;
     let id = body.id.map(MessageId::new).transpose()?;
     let schedule = schedule(body.delay_ms, body.deliver_at, limits)?.unwrap_or_default();
     let headers = headers(body.headers)?;
     let key = body.key.map(flow_key).transpose()?;
-    Ok(EnqueueRequest {
+    let request = EnqueueRequest {
         key,
         id,
         schedule,
@@ -80,8 +84,19 @@ pub fn enqueue_request(body: EnqueueBody, limits: &Limits) -> Result<EnqueueRequ
         payload,
         max_attempts: body.max_attempts,
         lease_ms: None,
-        ..EnqueueRequest::default()
-    })
+        on_conflict: body.on_conflict.map(on_conflict).unwrap_or_default(),
+        debounce_max_ms: body.debounce_max_ms,
+    };
+    request.validate()?;
+    Ok(request)
+}
+
+fn on_conflict(wire: api::OnConflict) -> OnConflict {
+    match wire {
+        api::OnConflict::Keep => OnConflict::Keep,
+        api::OnConflict::Replace => OnConflict::Replace,
+        api::OnConflict::Debounce => OnConflict::Debounce,
+    }
 }
 
 /// A flow key from a body or a path: core's rule, whose error names `key`.
@@ -339,6 +354,8 @@ pub fn enqueued(outcome: EnqueueOutcome) -> api::Enqueued {
         seq: outcome.seq,
         deliver_at: outcome.deliver_at,
         created: outcome.created,
+        replaced: outcome.replaced,
+        after_lease: outcome.after_lease,
     }
 }
 

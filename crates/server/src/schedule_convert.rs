@@ -98,6 +98,8 @@ fn template(body: ScheduleMessageBody, limits: &Limits) -> Result<MessageTemplat
         headers: body.headers,
         max_attempts: body.max_attempts,
         key: body.key,
+        on_conflict: None,
+        debounce_max_ms: None,
     };
     let request = enqueue_request(as_enqueue, limits).map_err(|err| ApiError {
         message: format!("message: {}", err.message),

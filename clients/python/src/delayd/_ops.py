@@ -216,10 +216,22 @@ class EnqueueItem:
     max_attempts: Optional[int] = None
     key: Optional[str] = None
     """The flow key (queues with ``flow``: limits per key, deferral cools the key)."""
+    on_conflict: Optional[m.OnConflict] = None
+    """What happens when ``id`` names a live message (:data:`OnConflict`):
+    ``keep`` (the server's default when left out), ``replace`` or
+    ``debounce``; the last two need an ``id``."""
+    debounce_max: Optional[Duration] = None
+    """With ``on_conflict="debounce"`` only: the due time is capped at the
+    message's ``enqueued_at`` plus this (``debounce_max_ms``); no cap
+    without it."""
 
     def to_json(self) -> Dict[str, Any]:
         if self.delay is not None and self.deliver_at is not None:
             raise ValueError("give delay or deliver_at, not both")
+        if self.debounce_max is not None and self.on_conflict != "debounce":
+            raise ValueError('debounce_max needs on_conflict="debounce"')
+        if self.replaces and self.id is None:
+            raise ValueError(f"on_conflict={self.on_conflict!r} needs an id")
         body = ROUTES["enqueue"].body(
             id=self.id,
             delay_ms=to_ms(self.delay),
@@ -228,10 +240,27 @@ class EnqueueItem:
             headers=dict(self.headers) if self.headers is not None else None,
             max_attempts=self.max_attempts,
             key=self.key,
+            # Sent only when given: an older server refuses fields it does not know.
+            on_conflict=self.on_conflict,
+            debounce_max_ms=to_ms(self.debounce_max),
         )
         assert body is not None
         body.update(m.payload_fields(self.payload))
         return body
+
+    @property
+    def replaces(self) -> bool:
+        """Whether it may change a live message (``replace`` or ``debounce``)."""
+        return self.on_conflict is not None and self.on_conflict != "keep"
+
+    @property
+    def retry_safe(self) -> bool:
+        """Whether sending it again after a lost answer is harmless: with
+        an id and ``keep``, a repeat is answered ``created: false`` and
+        changes nothing. A repeated replace or debounce would not be the
+        same request (its ``delay`` counts from its arrival, and after the
+        message ended it enqueues the content again), so it is not retried."""
+        return self.id is not None and not self.replaces
 
 
 def enqueue(queue: str, item: EnqueueItem) -> Call[m.EnqueueResult]:
@@ -240,8 +269,7 @@ def enqueue(queue: str, item: EnqueueItem) -> Call[m.EnqueueResult]:
         lambda r: m.EnqueueResult.from_json(r.json()),
         path={"queue": queue},
         body=item.to_json(),
-        # With an id a repeat is answered `created: false` and changes nothing.
-        retry_safe=item.id is not None,
+        retry_safe=item.retry_safe,
     )
 
 
@@ -257,7 +285,7 @@ def batch(queue: str, items: Iterable[Union[EnqueueItem, m.PayloadLike]]) -> Cal
         _batch_results,
         path={"queue": queue},
         body=route.body(messages=messages),
-        retry_safe=all(i.id is not None for i in whole),
+        retry_safe=all(i.retry_safe for i in whole),
     )
 
 

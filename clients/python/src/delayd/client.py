@@ -207,12 +207,26 @@ class Queue:
         headers: Optional[Mapping[str, str]] = None,
         max_attempts: Optional[int] = None,
         key: Optional[str] = None,
+        on_conflict: Optional[m.OnConflict] = None,
+        debounce_max: Optional[Duration] = None,
     ) -> m.EnqueueResult:
         """Enqueues one message, delivered after ``delay`` seconds or at
         ``deliver_at`` (neither: now). With an ``id`` the call is idempotent
         (``created`` False when that id is live) and retried safely.
-        ``key``: the message's flow key (see :class:`Flow`)."""
-        item = EnqueueItem(payload, id, delay, deliver_at, priority, headers, max_attempts, key)
+        ``key``: the message's flow key (see :class:`Flow`).
+
+        ``on_conflict`` (with an ``id``): ``"keep"`` (the default) leaves a
+        live message with that id as it is; ``"replace"`` gives a waiting one
+        this payload, headers, priority, key, max_attempts and due time
+        (``replaced`` True; its ``seq`` stays); ``"debounce"`` does the same
+        with the due time capped at the message's ``enqueued_at`` plus
+        ``debounce_max`` seconds. A leased message becomes ``after_lease``:
+        the request is its successor, applied when the lease ends. A dead
+        one: :class:`InvalidState`. A replace or debounce is not retried
+        after a lost answer."""
+        item = EnqueueItem(
+            payload, id, delay, deliver_at, priority, headers, max_attempts, key, on_conflict, debounce_max
+        )
         return self._run(ops.enqueue(self.name, item))
 
     def enqueue_many(self, items: Iterable[Union[EnqueueItem, m.PayloadLike]]) -> List[BatchResult]:

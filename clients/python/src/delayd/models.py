@@ -27,6 +27,15 @@ that its queue retains (``retain_ms``). :attr:`Message.state` is a plain
 ENDED_STATES: Tuple[str, ...] = ("acked", "cancelled")
 """The states of a retained message (ended, kept without its payload)."""
 
+OnConflict = Literal["keep", "replace", "debounce"]
+"""What an enqueue does when its ``id`` names a message that lives in the
+queue: ``keep`` (the default) changes nothing; ``replace`` gives a waiting
+(scheduled or ready) message the request's payload, headers, priority, key,
+max_attempts and due time; ``debounce`` does the same with the due time
+capped at the message's ``enqueued_at`` plus ``debounce_max``. A leased
+message is not changed: the request becomes its successor, applied when the
+lease ends. A dead message is :class:`InvalidState` for both."""
+
 
 def payload_fields(payload: PayloadLike) -> Dict[str, str]:
     """The one payload key of a request body."""
@@ -73,16 +82,33 @@ def _opt_str(obj: Mapping[str, Any], key: str) -> Optional[str]:
 @dataclass(frozen=True)
 class EnqueueResult:
     """Answer to an enqueue: ``created`` is False when a live message with
-    this id already existed (nothing changed)."""
+    this id already existed (with ``on_conflict`` ``keep``, nothing
+    changed)."""
 
     id: str
     seq: int
     deliver_at: int
     created: bool
+    replaced: bool = False
+    """A ``replace`` or ``debounce`` changed the existing message (or, with
+    :attr:`after_lease`, became its successor); ``seq`` is the message's,
+    ``deliver_at`` its new due time (the successor's, after a lease)."""
+    after_lease: bool = False
+    """The message was leased: it is not changed now, the request became
+    its successor, applied when the lease ends (after an ack: a new message
+    with this id; after a retry: its content and the later due time; after
+    its death: in its place). A cancel drops it."""
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "EnqueueResult":
-        return cls(str(obj["id"]), int(obj["seq"]), int(obj["deliver_at"]), bool(obj["created"]))
+        return cls(
+            str(obj["id"]),
+            int(obj["seq"]),
+            int(obj["deliver_at"]),
+            bool(obj["created"]),
+            replaced=bool(obj.get("replaced", False)),
+            after_lease=bool(obj.get("after_lease", False)),
+        )
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 _PAYLOAD = ("payload", "payload_base64")
-_MESSAGE = _PAYLOAD + ("id", "delay_ms", "deliver_at", "priority", "headers", "max_attempts", "key")
+_MESSAGE = _PAYLOAD + (
+    "id",
+    "delay_ms",
+    "deliver_at",
+    "priority",
+    "headers",
+    "max_attempts",
+    "key",
+    "on_conflict",
+    "debounce_max_ms",
+)
 _RATE = ("limit", "period_ms", "burst")
 _SCHEDULE_TIMES = ("cron", "every_ms", "tz", "start_at")
 

@@ -4,8 +4,8 @@
 use delayd_core::{
     BrokerError, BrokerResult, DeathReason, DeferReason, Delivery, EnqueueOutcome, EnqueueRequest,
     Event, EventKind, FlowConfig, FlowKey, History, KeyInfo, LeaseId, Message, MessageCounters,
-    MessageId, MessageState, PushConfig, QueueConfig, QueueConfigPatch, QueueInfo, QueueName,
-    QueueStats, Rate, RetryPolicy, Schedule, Via,
+    MessageId, MessageState, OnConflict, PushConfig, QueueConfig, QueueConfigPatch, QueueInfo,
+    QueueName, QueueStats, Rate, RetryPolicy, Schedule, Via,
 };
 
 use crate::error::ClientError;
@@ -396,6 +396,13 @@ pub(super) fn to_new_message(request: EnqueueRequest) -> BrokerResult<NewMessage
         headers: request.headers,
         max_attempts: request.max_attempts,
         key: request.key.map(String::from),
+        // `keep` is the default: sent only when it is not.
+        on_conflict: match request.on_conflict {
+            OnConflict::Keep => None,
+            OnConflict::Replace => Some(wire::OnConflict::Replace),
+            OnConflict::Debounce => Some(wire::OnConflict::Debounce),
+        },
+        debounce_max_ms: request.debounce_max_ms,
     })
 }
 
@@ -414,6 +421,8 @@ pub(super) fn to_outcome(done: wire::Enqueued) -> BrokerResult<EnqueueOutcome> {
         seq: done.seq,
         deliver_at: done.deliver_at,
         created: done.created,
+        replaced: done.replaced,
+        after_lease: done.after_lease,
     })
 }
 

@@ -1,7 +1,8 @@
 //! The conformance suite (the HTTP-visible rules) run through the whole
 //! stack: `HttpBroker` -> client -> HTTP -> server -> broker, once over the
 //! reference model and once over LocalBroker; the schedule, flow
-//! control, retention and history cases over both, on a virtual clock;
+//! control, retention, replace and history cases over both, on a virtual
+//! clock;
 //! the cases of time settled at the call over LocalBroker with its driver
 //! held, on a virtual clock.
 
@@ -79,6 +80,20 @@ mod model {
         );
     }
 
+    /// Replace and debounce (`on_conflict`, successors of leased
+    /// messages) through the whole stack, on the model's virtual clock.
+    mod replace {
+        use std::sync::Arc;
+
+        use delayd_core::testkit::ModelBroker;
+
+        delayd_core::conformance_tests_replace!(
+            virtual_time
+                | clock
+                | super::super::over_http(Arc::new(ModelBroker::with_clock(clock)), ())
+        );
+    }
+
     /// Message history (`GET .../events`) through the whole stack, on the
     /// model's virtual clock.
     mod history {
@@ -138,6 +153,11 @@ mod local {
         // Retention over LocalBroker, on the same virtual clock.
         mod retention {
             delayd_core::conformance_tests_retention!(virtual_time | clock | super::fresh(clock));
+        }
+
+        // Replace and debounce over LocalBroker, on the same virtual clock.
+        mod replace {
+            delayd_core::conformance_tests_replace!(virtual_time | clock | super::fresh(clock));
         }
 
         // Message history over LocalBroker, on the same virtual clock.

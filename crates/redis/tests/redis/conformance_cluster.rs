@@ -37,6 +37,8 @@ delayd_core::conformance_tests_flow!(fresh_one_shard());
 // shards (`history_three_shards`), where leases merge across shards.
 delayd_core::conformance_tests_history!(fresh_one_shard());
 delayd_core::conformance_tests_history_extended!(fresh_one_shard());
+// Replace and debounce defer (flow) in one case: one shard per queue too.
+delayd_core::conformance_tests_replace!(fresh_one_shard());
 
 mod history_three_shards {
     use super::fresh;

@@ -27,3 +27,4 @@ delayd_core::conformance_tests_time_at_call!(fresh_held());
 delayd_core::conformance_tests_retention!(fresh());
 delayd_core::conformance_tests_history!(fresh());
 delayd_core::conformance_tests_history_extended!(fresh());
+delayd_core::conformance_tests_replace!(fresh());

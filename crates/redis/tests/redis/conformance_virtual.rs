@@ -1,4 +1,4 @@
-//! The schedule, flow, retention and history cases on virtual time
+//! The schedule, flow, retention, history and replace cases on virtual time
 //! (tokio's clock paused, the broker reading the case's `VirtualClock`),
 //! including the ones that move the wall clock (DST transitions, catch-up
 //! after a jump), against a single Redis.
@@ -32,3 +32,5 @@ delayd_core::conformance_tests_retention!(virtual_time | clock | fresh(clock));
 
 delayd_core::conformance_tests_history!(virtual_time | clock | fresh(clock));
 delayd_core::conformance_tests_history_extended!(virtual_time | clock | fresh(clock));
+
+delayd_core::conformance_tests_replace!(virtual_time | clock | fresh(clock));

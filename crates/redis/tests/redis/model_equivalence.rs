@@ -9,7 +9,9 @@
 //! Odd seeds run on a queue that retains ended messages for 30 ms, and
 //! every id is also read with `get` after every step (live, retained or
 //! not found). Every id's history (`events`) is compared after every step
-//! too.
+//! too. The replace runs enqueue with `on_conflict` replace and debounce as
+//! well, with content (payload, headers, priority, key) that differs from
+//! request to request, so successors and replaces are compared whole.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,9 +21,9 @@ use delayd_core::testkit::support::list_by_state;
 use delayd_core::testkit::ModelBroker;
 use delayd_core::{
     Broker, BrokerResult, Catchup, Clock, EnqueueOptions, EnqueueRequest, FlowConfig, FlowKey,
-    LeaseId, LeaseRequest, ManualClock, MessageId, MessageState, MessageTemplate, Nack, Overlap,
-    QueueConfigPatch, QueueName, Rate, Recurrence, Redrive, Reschedule, RetryPolicy, Schedule,
-    ScheduleDefinition, ScheduleId,
+    LeaseId, LeaseRequest, ManualClock, MessageId, MessageState, MessageTemplate, Nack, OnConflict,
+    Overlap, QueueConfigPatch, QueueName, Rate, Recurrence, Redrive, Reschedule, RetryPolicy,
+    Schedule, ScheduleDefinition, ScheduleId,
 };
 use delayd_redis::{RedisBroker, RedisConfig};
 use rand::rngs::StdRng;
@@ -54,8 +56,15 @@ fn view_of(m: &delayd_core::Message) -> View {
         m.lease_until,
         m.died_at,
         format!(
-            "{:?} key {:?} deferrals {} ended {:?}",
-            m.counters, m.key, m.deferrals, m.ended_at
+            "{:?} key {:?} deferrals {} ended {:?} payload {:?} headers {:?} max {:?} lease {:?}",
+            m.counters,
+            m.key,
+            m.deferrals,
+            m.ended_at,
+            String::from_utf8_lossy(&m.payload),
+            m.headers,
+            m.max_attempts,
+            m.lease_ms
         ),
     )
 }
@@ -193,15 +202,40 @@ async fn settle_schedules(redis: &dyn Broker, clock: &ManualClock, q: &QueueName
     }
 }
 
+/// What the steps of a run may do besides the basic calls.
+#[derive(Clone, Copy, Default)]
+struct Mix {
+    schedules: bool,
+    flow: bool,
+    /// Enqueues replace and debounce too.
+    replace: bool,
+}
+
+/// A random `on_conflict` (with debounce's cap) and content tag for a
+/// replace run's enqueue.
+fn conflict(rng: &mut StdRng) -> (OnConflict, Option<u64>, u32) {
+    let (on_conflict, max) = match rng.random_range(0..4) {
+        0 => (OnConflict::Keep, None),
+        1 => (OnConflict::Replace, None),
+        _ => (
+            OnConflict::Debounce,
+            [None, Some(0), Some(4), Some(30)][rng.random_range(0..4)],
+        ),
+    };
+    (on_conflict, max, rng.random_range(0..100))
+}
+
 /// Applies one random step to both sides and compares the answers.
 async fn step(
     rng: &mut StdRng,
     clock: &ManualClock,
     q: &QueueName,
     sides: &mut [Side; 2],
-    schedules: bool,
-    flow: bool,
+    mix: Mix,
 ) -> String {
+    let Mix {
+        schedules, flow, ..
+    } = mix;
     let id = IDS[rng.random_range(0..IDS.len())];
     // With flow, messages get one of two keys or none.
     let key = if flow {
@@ -217,21 +251,39 @@ async fn step(
         0 | 1 => {
             let delay = [0, 3, 10, 50][rng.random_range(0..4)];
             let priority = [1, 2, 1024][rng.random_range(0..3)];
-            label = format!("enqueue {id} +{delay} p{priority} key {key:?}");
+            let (on_conflict, debounce_max_ms, tag) = if mix.replace {
+                conflict(rng)
+            } else {
+                (OnConflict::Keep, None, 0)
+            };
+            label = format!(
+                "enqueue {id} +{delay} p{priority} key {key:?} {on_conflict} {debounce_max_ms:?} #{tag}"
+            );
             for s in sides.iter() {
-                let r = EnqueueRequest {
+                let mut r = EnqueueRequest {
                     id: Some(mid.clone()),
                     key: key.map(|k| FlowKey::new(k).unwrap()),
                     schedule: Schedule::Delay(delay),
                     priority: Some(priority),
                     payload: id.as_bytes().to_vec(),
+                    on_conflict,
+                    debounce_max_ms,
                     ..Default::default()
                 };
+                if mix.replace {
+                    r.payload = format!("{id}#{tag}").into_bytes();
+                    r.headers.insert("tag".into(), tag.to_string());
+                    r.max_attempts = [None, Some(2)][(tag % 2) as usize];
+                    r.lease_ms = [None, Some(9)][(tag % 3 == 0) as usize];
+                }
                 let out = s
                     .broker
                     .enqueue(q, vec![r], EnqueueOptions::default())
                     .await;
-                let out = out.map(|mut v| v.remove(0).map(|o| (o.id, o.deliver_at, o.created)));
+                let out = out.map(|mut v| {
+                    v.remove(0)
+                        .map(|o| (o.id, o.deliver_at, o.created, o.replaced, o.after_lease))
+                });
                 answers.push(format!("{out:?}"));
             }
         }
@@ -348,7 +400,7 @@ async fn step(
 }
 
 async fn run(seed: u64, shards: u32) {
-    run_steps(seed, shards, STEPS, false, None).await;
+    run_steps(seed, shards, STEPS, Mix::default(), None).await;
 }
 
 /// Flow control's view on both sides: each key's counts and cooldown, and
@@ -369,14 +421,13 @@ async fn flow_view(b: &dyn Broker, q: &QueueName) -> String {
     out.join("; ")
 }
 
-async fn run_steps(
-    seed: u64,
-    shards: u32,
-    steps: usize,
-    schedules: bool,
-    flow: Option<FlowConfig>,
-) {
+async fn run_steps(seed: u64, shards: u32, steps: usize, mix: Mix, flow: Option<FlowConfig>) {
     let flowing = flow.is_some();
+    let mix = Mix {
+        flow: flowing,
+        ..mix
+    };
+    let schedules = mix.schedules;
     let clock = ManualClock::new(1_700_000_000_000);
     let shared: Arc<dyn Clock> = Arc::new(clock.clone());
     let model: Arc<dyn Broker> = Arc::new(ModelBroker::with_clock(shared.clone()));
@@ -425,7 +476,7 @@ async fn run_steps(
             // Shown with --nocapture when a step's answers differ.
             println!("seed {seed} step {}", history.len());
         }
-        history.push(step(&mut rng, &clock, &q, &mut sides, schedules, flowing).await);
+        history.push(step(&mut rng, &clock, &q, &mut sides, mix).await);
         if flowing {
             let (m, r) = (
                 flow_view(&*sides[0].broker, &q).await,
@@ -486,7 +537,11 @@ async fn matches_the_model_three_shards() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn matches_the_model_with_schedules() {
     for (seed, shards) in [(21, 1), (22, 3)] {
-        run_steps(seed, shards, 150, true, None).await;
+        let mix = Mix {
+            schedules: true,
+            ..Mix::default()
+        };
+        run_steps(seed, shards, 150, mix, None).await;
     }
 }
 
@@ -545,7 +600,49 @@ fn flow_configs() -> Vec<FlowConfig> {
 async fn matches_the_model_with_flow() {
     for (i, flow) in flow_configs().into_iter().enumerate() {
         for seed in 31..=33 {
-            run_steps(seed + 10 * i as u64, 1, STEPS, false, Some(flow.clone())).await;
+            run_steps(
+                seed + 10 * i as u64,
+                1,
+                STEPS,
+                Mix::default(),
+                Some(flow.clone()),
+            )
+            .await;
+        }
+    }
+}
+
+const REPLACING: Mix = Mix {
+    schedules: false,
+    flow: false,
+    replace: true,
+};
+
+/// Replace and debounce of scheduled, ready, leased (successors, taken at
+/// ack, nack, expiry, bury, death), dead and (odd seeds) retained
+/// messages, on one shard and on three.
+#[tokio::test]
+async fn matches_the_model_with_replace() {
+    for (seed, shards) in [(51, 1), (52, 1), (53, 3), (54, 3)] {
+        run_steps(seed, shards, STEPS, REPLACING, None).await;
+    }
+}
+
+/// Replace and debounce with flow control: a replace or a successor that
+/// brings another key moves the message's slots, holds and live set to it;
+/// deferrals take successors too.
+#[tokio::test]
+async fn matches_the_model_with_replace_and_flow() {
+    for (i, flow) in flow_configs().into_iter().enumerate() {
+        for seed in 61..=62 {
+            run_steps(
+                seed + 10 * i as u64,
+                1,
+                STEPS,
+                REPLACING,
+                Some(flow.clone()),
+            )
+            .await;
         }
     }
 }

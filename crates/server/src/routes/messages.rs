@@ -18,9 +18,17 @@ use crate::state::AppState;
 #[utoipa::path(post, path = "/v1/queues/{queue}/messages", tag = "messages",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = EnqueueBody,
-    responses((status = 201, body = Enqueued, description = "Enqueued"),
-        (status = 200, body = Enqueued, description = "A live message with this id exists; nothing changed"),
-        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+    responses((status = 201, body = Enqueued, description = "Enqueued: a new message (`created: true`)"),
+        (status = 200, body = Enqueued,
+            description = "A live message with this id exists. `on_conflict: keep` (the default): nothing changed. \
+`replace` or `debounce`: the waiting message took the request (`replaced: true`), or, being leased, keeps it as its \
+successor (`replaced: true, after_lease: true`)"),
+        (status = 400, body = ErrorBody,
+            description = "`invalid_argument`, naming the field: also an unknown `on_conflict`, `debounce_max_ms` \
+without `on_conflict: debounce`, or `replace`/`debounce` without an `id`"),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody,
+            description = "`invalid_state`: `replace` or `debounce` of a dead message (redrive or cancel it first)"),
         (status = 413, body = ErrorBody)))]
 pub async fn enqueue(
     State(state): State<AppState>,
@@ -46,7 +54,9 @@ pub async fn enqueue(
 #[utoipa::path(post, path = "/v1/queues/{queue}/batch", tag = "messages",
     params(("queue" = String, Path, description = "Queue name")),
     request_body = BatchBody,
-    responses((status = 200, body = BatchResults, description = "Results in input order"),
+    responses((status = 200, body = BatchResults,
+            description = "Results in input order: each item's answer as a single enqueue's (an error, such as \
+a 409 `invalid_state`, in the item's own slot)"),
         (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub async fn batch(
     State(state): State<AppState>,

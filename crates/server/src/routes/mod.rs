@@ -207,7 +207,7 @@ pub fn router() -> Router<AppState> {
         wire::QueuePutBody, wire::RetryBody, wire::PushBody, wire::Queue,
         wire::QueueConfig, wire::RetryPolicy, wire::PushView, wire::QueueStats, wire::QueueList,
         wire::FlowBody, wire::RateBody, wire::FlowView, wire::RateView, wire::KeyInfo,
-        wire::EnqueueBody, wire::Payload, wire::BatchBody, wire::Enqueued, wire::BatchItemResult,
+        wire::EnqueueBody, wire::OnConflict, wire::Payload, wire::BatchBody, wire::Enqueued, wire::BatchItemResult,
         wire::BatchResults, wire::PatchBody, wire::Message, wire::MessageList,
         wire::History, wire::Event,
         wire::LeaseBody, wire::Leased, wire::LeasedList, wire::AckBody, wire::AcksBody,

@@ -167,3 +167,63 @@ async fn served_document_states_the_shared_rules() {
         }
     }
 }
+
+/// The properties of an object schema, its own and its `allOf` parts
+/// (a body with a flattened field is an `allOf`), with its required ones.
+fn properties(schema: &Value) -> (serde_json::Map<String, Value>, Vec<Value>) {
+    let mut properties = serde_json::Map::new();
+    let mut required = Vec::new();
+    let parts = schema["allOf"].as_array().cloned().unwrap_or_default();
+    for part in std::iter::once(schema).chain(parts.iter()) {
+        if let Some(own) = part["properties"].as_object() {
+            properties.extend(own.clone());
+        }
+        required.extend(part["required"].as_array().cloned().unwrap_or_default());
+    }
+    (properties, required)
+}
+
+/// `on_conflict` and `debounce_max_ms` (api.md, "Retention, replace and
+/// debounce"): in the enqueue body (and so each batch item), `replaced`
+/// and `after_lease` in the answer (optional: written only when true),
+/// and the enqueue's 409 `invalid_state`.
+#[tokio::test]
+async fn served_document_describes_replace_and_debounce() {
+    let (_, document) = call(&app(), Method::GET, "/openapi.json").await;
+    let schemas = &document["components"]["schemas"];
+    let body = &schemas["EnqueueBody"];
+    let (fields, required) = properties(body);
+    let max = fields["debounce_max_ms"]["type"].to_string();
+    assert!(max.contains("integer"), "{body}");
+    let on_conflict = fields["on_conflict"].to_string();
+    assert!(
+        on_conflict.contains("#/components/schemas/OnConflict"),
+        "{body}"
+    );
+    assert_eq!(
+        schemas["OnConflict"]["enum"],
+        serde_json::json!(["keep", "replace", "debounce"]),
+        "{}",
+        schemas["OnConflict"]
+    );
+    for optional in ["on_conflict", "debounce_max_ms"] {
+        assert!(!required.contains(&optional.into()), "{body}");
+    }
+    let batch = schemas["BatchBody"]["properties"]["messages"]["items"].to_string();
+    assert!(batch.contains("EnqueueBody"), "{batch}");
+
+    let answer = &schemas["EnqueueResult"];
+    let (fields, required) = properties(answer);
+    for field in ["replaced", "after_lease"] {
+        assert_eq!(fields[field]["type"], "boolean", "{answer}");
+        assert!(!required.contains(&field.into()), "{answer}");
+    }
+    let enqueue = &document["paths"]["/v1/queues/{queue}/messages"]["post"]["responses"];
+    let conflict = &enqueue["409"];
+    assert!(
+        conflict["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("invalid_state")),
+        "{enqueue}"
+    );
+}
