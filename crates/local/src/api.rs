@@ -177,7 +177,7 @@ impl Broker for LocalBroker {
         let leased = self
             .inner
             .write(|state, store, now, tx| {
-                let old = state.lookup_existing(store, queue, id)?;
+                let old = state.lookup_existing(store, queue, id, tx)?;
                 if old.state == MessageState::Leased {
                     return Err(BrokerError::InvalidState {
                         id: id.clone(),

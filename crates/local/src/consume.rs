@@ -231,13 +231,14 @@ impl State {
         queue: &QueueName,
         id: &MessageId,
         lease: &LeaseId,
+        tx: &Tx,
     ) -> BrokerResult<MessageRecord> {
-        let rec = self
-            .lookup(store, queue, id)?
-            .ok_or_else(|| BrokerError::MessageNotFound {
+        let rec = self.lookup_in(store, queue, id, Some(tx))?.ok_or_else(|| {
+            BrokerError::MessageNotFound {
                 queue: queue.clone(),
                 id: id.clone(),
-            })?;
+            }
+        })?;
         if rec.state != MessageState::Leased || rec.lease_id.as_ref() != Some(lease) {
             return Err(BrokerError::LeaseMismatch {
                 id: id.clone(),
@@ -256,7 +257,7 @@ impl State {
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<()> {
-        let rec = self.check_lease(store, queue, id, lease)?;
+        let rec = self.check_lease(store, queue, id, lease, tx)?;
         self.ack_leased(queue, rec, now, tx)
     }
 
@@ -275,7 +276,7 @@ impl State {
         tx: &mut Tx,
     ) -> BrokerResult<()> {
         nack.validate()?;
-        let mut rec = self.check_lease(store, queue, id, lease)?;
+        let mut rec = self.check_lease(store, queue, id, lease, tx)?;
         if let Some(error) = nack.error_text() {
             rec.last_error = Some(error.into());
         }
@@ -417,7 +418,7 @@ impl State {
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<()> {
-        let old = self.check_lease(store, queue, id, lease)?;
+        let old = self.check_lease(store, queue, id, lease, tx)?;
         let mut new = old.clone();
         new.state = MessageState::Dead;
         new.died_at = Some(now);
@@ -448,7 +449,7 @@ impl State {
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<u64> {
-        let old = self.check_lease(store, queue, id, lease)?;
+        let old = self.check_lease(store, queue, id, lease, tx)?;
         let config_lease = self.queue(queue)?.config().lease_ms;
         let lease_ms = lease_ms.or(old.lease_ms).unwrap_or(config_lease);
         let mut new = old.clone();

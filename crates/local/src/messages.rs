@@ -47,7 +47,7 @@ impl State {
         delayd_core::check_deliver_at(req.schedule.deliver_at(now))?;
         let id = match req.id.take() {
             Some(id) => {
-                if let Some(live) = self.lookup(store, queue, &id)? {
+                if let Some(live) = self.lookup_in(store, queue, &id, Some(tx))? {
                     return self.conflict(queue, live, &req, now, tx);
                 }
                 // A retained message holds its id for `keep` only; a
@@ -135,7 +135,7 @@ impl State {
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<()> {
-        let rec = self.lookup_existing(store, queue, id)?;
+        let rec = self.lookup_existing(store, queue, id, tx)?;
         self.unlink(queue, id);
         self.end(queue, rec, MessageState::Cancelled, now, tx)
     }
@@ -149,7 +149,7 @@ impl State {
         id: &MessageId,
         tx: &mut Tx,
     ) -> BrokerResult<MessageRecord> {
-        let rec = self.lookup_existing(store, queue, id)?;
+        let rec = self.lookup_existing(store, queue, id, tx)?;
         self.unlink(queue, id);
         self.remove(queue, &rec, tx)?;
         Ok(rec)
@@ -164,7 +164,7 @@ impl State {
         now: u64,
         tx: &mut Tx,
     ) -> BrokerResult<MessageRecord> {
-        let old = self.lookup_existing(store, queue, id)?;
+        let old = self.lookup_existing(store, queue, id, tx)?;
         if matches!(old.state, MessageState::Leased | MessageState::Dead) {
             return Err(BrokerError::InvalidState {
                 id: id.clone(),

@@ -441,6 +441,19 @@ impl State {
         queue: &QueueName,
         id: &MessageId,
     ) -> BrokerResult<Option<MessageRecord>> {
+        self.lookup_in(store, queue, id, None)
+    }
+
+    /// A live message as a call sees it: from memory, else from the call's
+    /// own writes so far (`tx`: an earlier item of its batch or command of
+    /// its pipeline, stored beyond the horizon), else from disk.
+    pub fn lookup_in(
+        &self,
+        store: &Store,
+        queue: &QueueName,
+        id: &MessageId,
+        tx: Option<&Tx>,
+    ) -> BrokerResult<Option<MessageRecord>> {
         let Some(q) = self.queues.get(queue) else {
             return Ok(None);
         };
@@ -453,17 +466,26 @@ impl State {
             // memtable search: 10% of the server's CPU in a profile).
             return Ok(None);
         }
-        self.stored_message(store, &codec::message_key(queue, id))
-            .map_err(store_err)
+        let key = codec::message_key(queue, id);
+        let own = tx.and_then(|tx| tx.ws.get(Space::Messages, &key));
+        let found = match own {
+            Some(Some(value)) => codec::decode_record(value).map(Some),
+            Some(None) => Ok(None),
+            None => self.stored_message(store, &key),
+        };
+        found.map_err(store_err)
     }
 
+    /// A live message the call `tx` changes (see [`State::lookup_in`]), or
+    /// `MessageNotFound`.
     pub fn lookup_existing(
         &self,
         store: &Store,
         queue: &QueueName,
         id: &MessageId,
+        tx: &Tx,
     ) -> BrokerResult<MessageRecord> {
-        self.lookup(store, queue, id)?
+        self.lookup_in(store, queue, id, Some(tx))?
             .ok_or_else(|| BrokerError::MessageNotFound {
                 queue: queue.clone(),
                 id: id.clone(),
