@@ -7,7 +7,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use clap::Args;
-use delayd_client::{AckItem, Enqueued, LeaseOptions, Leased, NewMessage, Payload, Queue};
+use delayd_client::{
+    AckItem, Enqueued, LeaseOptions, Leased, NewMessage, OnConflict, Payload, Queue,
+};
 use serde_json::json;
 
 use crate::duration::{millis, parse_at, parse_duration};
@@ -26,7 +28,8 @@ pub struct PutArgs {
     /// Deliver at this time: RFC 3339 (2030-01-02T03:04:05Z) or epoch ms.
     #[arg(long, value_parser = parse_at)]
     at: Option<u64>,
-    /// Idempotency key: enqueueing a live id again changes nothing.
+    /// Idempotency key: enqueueing a live id again changes nothing (unless
+    /// --replace or --debounce).
     #[arg(long)]
     id: Option<String>,
     /// Lower is delivered first (default 1024).
@@ -39,6 +42,18 @@ pub struct PutArgs {
     /// per-key limits apply to it (docs/flow.md).
     #[arg(long)]
     key: Option<String>,
+    /// When the id names a live message: a scheduled or ready one takes this
+    /// payload, headers, priority, key and due time (a leased one keeps
+    /// them as its successor, applied when its lease ends).
+    #[arg(long, requires = "id", conflicts_with = "debounce")]
+    replace: bool,
+    /// As --replace, with the due time capped at the live message's
+    /// enqueue time plus --debounce-max (no cap without it).
+    #[arg(long, requires = "id")]
+    debounce: bool,
+    /// Debounce's cap (e.g. 5m); needs --debounce.
+    #[arg(long, value_parser = parse_duration, requires = "debounce")]
+    debounce_max: Option<Duration>,
     /// The payload; `-` or absent reads stdin (when it is not a terminal).
     data: Option<String>,
 }
@@ -81,14 +96,21 @@ pub async fn put(args: PutArgs) -> anyhow::Result<()> {
     message.priority = args.priority;
     message.headers = args.headers.into_iter().collect();
     message.key = args.key;
+    message.on_conflict = match (args.replace, args.debounce) {
+        (true, _) => Some(OnConflict::Replace),
+        (_, true) => Some(OnConflict::Debounce),
+        _ => None,
+    };
+    message.debounce_max_ms = args.debounce_max.map(millis);
     let done = client.enqueue(&args.queue, &message).await?;
     if args.conn.json {
         print_json(&done)?;
     } else {
-        let what = if done.created {
-            "enqueued"
-        } else {
-            "already live (unchanged)"
+        let what = match (done.created, done.replaced, done.after_lease) {
+            (true, _, _) => "enqueued",
+            (false, true, true) => "replaced after_lease (the leased message's successor)",
+            (false, true, false) => "replaced",
+            (false, false, _) => "already live (unchanged)",
         };
         print_enqueued(what, &done)?;
     }

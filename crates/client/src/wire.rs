@@ -65,6 +65,30 @@ mod tests {
     }
 
     #[test]
+    fn on_conflict_is_sent_only_when_set_and_replaced_reads_false_when_absent() {
+        let m = NewMessage::new("hi")
+            .id("a")
+            .on_conflict(OnConflict::Debounce)
+            .debounce_max_ms(60_000);
+        assert_eq!(
+            serde_json::to_value(&m).unwrap(),
+            json!({"id": "a", "payload": "hi", "on_conflict": "debounce",
+                   "debounce_max_ms": 60000})
+        );
+        let older: Enqueued = serde_json::from_value(json!({
+            "id": "a", "seq": 1, "deliver_at": 2, "created": false
+        }))
+        .unwrap();
+        assert!(!older.replaced && !older.after_lease);
+        let successor: Enqueued = serde_json::from_value(json!({
+            "id": "a", "seq": 1, "deliver_at": 2, "created": false,
+            "replaced": true, "after_lease": true
+        }))
+        .unwrap();
+        assert!(successor.replaced && successor.after_lease);
+    }
+
+    #[test]
     fn message_view_keeps_lease_and_death_times() {
         let view: MessageView = serde_json::from_value(json!({
             "id": "a", "seq": 1, "queue": "q", "state": "dead", "deliver_at": 2,

@@ -25,6 +25,7 @@ mod cli_completions_and_closed_stdout;
 mod cli_events;
 mod cli_flow;
 mod cli_fsync_bench;
+mod cli_replace;
 mod cli_retention;
 mod cli_schedule;
 mod dependency_rules;

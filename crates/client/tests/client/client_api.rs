@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use delayd_client::{
-    Client, ClientError, LeaseOptions, NewMessage, Payload, QueuePut, Reschedule, Retry,
+    Client, ClientError, LeaseOptions, NewMessage, OnConflict, Payload, QueuePut, Reschedule, Retry,
 };
 use delayd_core::testkit::ModelBroker;
 use delayd_server::ServerOptions;
@@ -336,4 +336,112 @@ async fn retained_messages_through_the_client() {
     assert_eq!(err.code(), Some("invalid_argument"));
     let err = client.cancel("kept", "a").await.unwrap_err();
     assert_eq!(err.code(), Some("message_not_found"));
+}
+
+/// Replace and debounce through the typed client: `on_conflict` and
+/// `debounce_max_ms` sent, `replaced` and `after_lease` read back (false
+/// when the server leaves them out), the refusals as API errors naming
+/// the field, a dead message's 409.
+#[tokio::test]
+async fn replace_and_debounce_through_the_client() {
+    let client = server(ServerOptions::default()).await;
+    let first = client
+        .enqueue("r", &NewMessage::new("v1").id("m").delay_ms(60_000))
+        .await
+        .unwrap();
+    assert!(first.created && !first.replaced && !first.after_lease);
+    let keep = client
+        .enqueue("r", &NewMessage::new("kept?").id("m"))
+        .await
+        .unwrap();
+    assert!(!keep.created && !keep.replaced, "{keep:?}");
+
+    let replace = NewMessage::new("v2")
+        .id("m")
+        .delay_ms(120_000)
+        .on_conflict(OnConflict::Replace);
+    let replaced = client.enqueue("r", &replace).await.unwrap();
+    assert_eq!(
+        (replaced.created, replaced.replaced, replaced.after_lease),
+        (false, true, false)
+    );
+    assert_eq!(replaced.seq, first.seq, "the message's seq stays");
+    let view = client.get_message("r", "m").await.unwrap();
+    assert_eq!(view.payload, Payload::Text("v2".into()));
+    assert_eq!(view.deliver_at, replaced.deliver_at);
+
+    // Debounce capped at enqueued_at + 0: due at once.
+    let debounce = NewMessage::new("v3")
+        .id("m")
+        .delay_ms(120_000)
+        .on_conflict(OnConflict::Debounce)
+        .debounce_max_ms(0);
+    let debounced = client.enqueue("r", &debounce).await.unwrap();
+    assert_eq!(debounced.deliver_at, view.enqueued_at, "{debounced:?}");
+
+    // Leased: the request becomes its successor.
+    let leased = client.lease("r", one()).await.unwrap().remove(0);
+    assert_eq!(leased.payload, Payload::Text("v3".into()));
+    let successor = client
+        .enqueue(
+            "r",
+            &NewMessage::new("v4")
+                .id("m")
+                .on_conflict(OnConflict::Replace),
+        )
+        .await
+        .unwrap();
+    assert!(successor.replaced && successor.after_lease, "{successor:?}");
+    client.ack("r", &leased.id, &leased.lease_id).await.unwrap();
+    let next = client.get_message("r", "m").await.unwrap();
+    assert_eq!(next.payload, Payload::Text("v4".into()));
+    assert!(next.seq > first.seq, "a new message after the ack");
+
+    // A batch answers each item, the refusals in their own slots.
+    let results = client
+        .enqueue_batch(
+            "r",
+            &[
+                NewMessage::new("v5")
+                    .id("m")
+                    .on_conflict(OnConflict::Replace),
+                NewMessage::new("x").on_conflict(OnConflict::Replace),
+                NewMessage::new("x").id("y").debounce_max_ms(5),
+            ],
+        )
+        .await
+        .unwrap();
+    assert!(results[0].as_ref().is_ok_and(|done| done.replaced));
+    for (slot, field) in [(1, "on_conflict"), (2, "debounce_max_ms")] {
+        let err = results[slot].as_ref().unwrap_err();
+        assert_eq!(err.code, "invalid_argument");
+        assert!(err.message.contains(field), "{field}: {}", err.message);
+    }
+
+    // A dead message is not replaced.
+    let put = QueuePut {
+        max_attempts: Some(1),
+        ..QueuePut::default()
+    };
+    client.put_queue("dead", &put).await.unwrap();
+    client
+        .enqueue("dead", &NewMessage::new("d").id("d"))
+        .await
+        .unwrap();
+    let d = client.lease("dead", one()).await.unwrap().remove(0);
+    client.nack("dead", &d.id, &d.lease_id, None).await.unwrap();
+    assert_eq!(client.get_message("dead", "d").await.unwrap().state, "dead");
+    let err = client
+        .enqueue(
+            "dead",
+            &NewMessage::new("e")
+                .id("d")
+                .on_conflict(OnConflict::Debounce),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.status(), err.code()),
+        (Some(409), Some("invalid_state"))
+    );
 }

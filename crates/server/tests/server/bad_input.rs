@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::common::{raw_http, Server};
 
+mod replace;
 mod retention;
 mod shape;
 

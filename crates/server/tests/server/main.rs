@@ -17,6 +17,7 @@ mod http2_limits;
 mod https;
 mod oversized_content_length;
 mod panic_counted_in_metrics;
+mod replace_api;
 mod retention_api;
 mod schedules_api;
 mod scoped_tokens;

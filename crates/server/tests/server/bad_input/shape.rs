@@ -241,6 +241,14 @@ fn shape_cases() -> Vec<ShapeCase> {
             "`latest` or `all`",
         ),
         shape(
+            "on_conflict, unknown value",
+            "POST",
+            enq,
+            json!({"id": "a", "payload": "p", "on_conflict": "overwrite"}),
+            "on_conflict",
+            "`keep`, `replace` or `debounce`",
+        ),
+        shape(
             "enum-like string as a number",
             "PUT",
             schedule,
@@ -337,6 +345,13 @@ fn shape_cases() -> Vec<ShapeCase> {
             1,
             "unknown field `messages[1].dealy_ms`",
             "allowed fields: `id`, `payload`",
+        ),
+        batch(
+            "batch item on_conflict, unknown value",
+            json!([ok, {"id": "a", "payload": "p", "on_conflict": "merge"}]),
+            1,
+            "messages[1].on_conflict",
+            "`keep`, `replace` or `debounce`",
         ),
         batch(
             "batch item not an object",
@@ -441,7 +456,8 @@ async fn bad_input_shape_exact_words() {
 /// A valid body of each route with a JSON body, using every field.
 fn valid_bodies() -> Vec<(&'static str, &'static str, Value)> {
     let enqueue = json!({"id": "n1", "payload": "p", "delay_ms": 1, "priority": 1,
-        "headers": {"a": "b"}, "max_attempts": 1, "key": "k"});
+        "headers": {"a": "b"}, "max_attempts": 1, "key": "k", "on_conflict": "debounce",
+        "debounce_max_ms": 1});
     let rate = json!({"limit": 1, "period_ms": 1000, "burst": 1});
     let template = json!({"payload_base64": "cA==", "priority": 1, "headers": {"a": "b"},
         "max_attempts": 1, "key": "k"});
@@ -705,6 +721,14 @@ async fn bad_input_messages_hold_no_rust_type_names() {
         seen.extend(messages(&r).into_iter().map(|m| (c.name.to_owned(), m)));
     }
     for c in flow_cases() {
+        let body = c
+            .body
+            .map(|b| serde_json::to_vec(&b).unwrap())
+            .unwrap_or_default();
+        let r = send(&s, c.method, &c.path, body).await;
+        seen.extend(messages(&r).into_iter().map(|m| (c.name.to_owned(), m)));
+    }
+    for c in super::replace::conflict_cases() {
         let body = c
             .body
             .map(|b| serde_json::to_vec(&b).unwrap())
