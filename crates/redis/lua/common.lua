@@ -38,8 +38,9 @@ local KEYS, ARGV, K_CFG, K_SCHED, K_READY, K_LEASE, K_DEAD, K_MSG, K_SCHEDULES, 
 local K_RET
 -- Flow control's keys, under the same hash tag (see lua/flow.lua): TAGP is
 -- the shard's key prefix `{P:queue#k}:`; per flow key there are also
--- `TAGP km:<key>` (set of its live ids) and `TAGP pk:<key>` (its parked
--- ready messages).
+-- `TAGP km:<key>` (set of its live ids), `TAGP pk:<key>` (its parked
+-- ready messages) and `TAGP ph:<key>` (its parked holders that are not
+-- its next).
 local TAGP, K_FLOW, K_KEYS, K_KT, K_KL, K_KH, K_KHP, K_KCOOL, K_KWAIT, K_KIDLE
 -- Per call: the flow config once read (FCFG_READ), leases this call ended
 -- (ENDED) and parked messages it made ready again (WOKE), so the node
@@ -554,6 +555,9 @@ local function replace_live(id, r, q, oc, mx)
   st = place(id, r)
   record(r, EV_REPLACED, NOW, 0)
   save(id, r)
+  -- A holder of its key that moved (in order, or to this key) may make
+  -- another holder its key's next, or stop being it (lua/flow.lua, ph).
+  if r[KY] ~= '' and holds(r) then key_wake(r[KY]) end
   return 2, r[DA], st
 end
 

@@ -27,7 +27,13 @@
 --     a key without live messages may be forgotten.
 --   km:<key> (set): its live ids. pk:<key> (zset): its parked ready
 --     messages (score and member as in ready); kheld (hash): key -> the
---     parked holder of an ordered key (pr4 .. ready member).
+--     parked holder of an ordered key (pr4 .. ready member); ph:<key>
+--     (zset, as pk): the parked holders of an ordered key that are not its
+--     next. A key has one holder, except after a replace or a successor
+--     (lua/common.lua, "Successors") moved a message that holds its key to
+--     another key: the model's key's next is then the holder first in
+--     (priority, deliver_at, seq) order (`first_holder`), and the others
+--     wait in ph until a wake-up of the key.
 --
 -- Parking: the lease loop looks at the first ready message only. A message
 -- whose key holds it back moves from ready to its key's pk zset, so a key
@@ -41,6 +47,7 @@ end
 
 local function k_members(key) return TAGP .. 'km:' .. key end
 local function k_parked(key) return TAGP .. 'pk:' .. key end
+local function k_later(key) return TAGP .. 'ph:' .. key end
 
 flow_cfg_from = function(v, i)
   FCFG_READ = true
@@ -131,8 +138,12 @@ local function park(key, pr, m)
   redis.call('HINCRBY', K_FLOW, 'np', 1)
 end
 
+-- Parks the key's next, a holder held back by the key's gate. Another
+-- holder parked there before (the next then) waits in ph.
 local function park_holder(key, pr, m)
   redis.call('ZREM', K_READY, m)
+  local old = redis.call('HGET', K_KHP, key)
+  if old then redis.call('ZADD', k_later(key), s(struct.unpack('>I4', old)), old:sub(5)) end
   redis.call('HSET', K_KHP, key, struct.pack('>I4', tonumber(pr)) .. m)
   redis.call('HINCRBY', K_FLOW, 'np', 1)
 end
@@ -166,6 +177,16 @@ key_wake = function(key)
   if hp then
     redis.call('HDEL', K_KHP, key)
     redis.call('ZADD', K_READY, s(struct.unpack('>I4', hp)), hp:sub(5))
+    hincr(K_FLOW, 'np', -1)
+    WOKE = WOKE + 1
+    return
+  end
+  -- A holder that was not the key's next may be now: the first of them
+  -- is looked at again (the lease loop parks it back if not).
+  local later = redis.call('ZRANGE', k_later(key), 0, 0, 'WITHSCORES')
+  if later[1] then
+    redis.call('ZREM', k_later(key), later[1])
+    redis.call('ZADD', K_READY, later[2], later[1])
     hincr(K_FLOW, 'np', -1)
     WOKE = WOKE + 1
     return
@@ -264,10 +285,11 @@ key_moved = function(id, r, key)
   end
 end
 
--- A parked message leaves its park (cancel, reschedule, lease by id).
+-- A parked message leaves its park (cancel, reschedule, lease by id,
+-- replace).
 unpark_one = function(id, r)
   local key, m = r[KY], rmember(r[DA], r[SK], id)
-  if redis.call('ZREM', k_parked(key), m) == 1 then
+  if redis.call('ZREM', k_parked(key), m) == 1 or redis.call('ZREM', k_later(key), m) == 1 then
     hincr(K_FLOW, 'np', -1)
     return
   end
@@ -319,6 +341,28 @@ local function lease_record(c, id, r, lid, out, leased)
   append_record(out, id, r, 'L')
 end
 
+-- With `ordered`: the holder of `key` that is its next when the holder
+-- `r` (of `id`) is not, as (id, priority, ready member); nil when `r` is
+-- (`Message::holds_key`, `flow::keys_next`: the holder first in
+-- (priority, deliver_at, seq) order). A key has more than one holder only
+-- after a replace or successor moved one to it, and only then are the
+-- key's live messages read.
+local function first_holder(key, id, r)
+  if holders(key) <= 1 then return nil end
+  local bid, bpr, bm = nil, r[PR], rmember(r[DA], r[SK], id)
+  for _, other in ipairs(redis.call('SMEMBERS', k_members(key))) do
+    if other ~= id then
+      local o = load(other)
+      if o and holds(o) then
+        local om = rmember(o[DA], o[SK], other)
+        if before(o[PR], om, bpr, bm) then bid, bpr, bm = other, o[PR], om end
+      end
+    end
+  end
+  if not bid then return nil end
+  return bid, bpr, bm
+end
+
 -- Steps of one flow lease call (each delivers, parks or swaps one ready
 -- message), so one call stays short whatever piles up.
 local FLOW_STEPS = 2000
@@ -348,7 +392,22 @@ local function flow_lease(c, f, max, token, out, held)
     local r = load(id)
     local key = r[KY]
     local go = true
-    if key ~= '' then
+    local other, opr, om = nil, nil, nil
+    if key ~= '' and f.od and holds(r) then other, opr, om = first_holder(key, id, r) end
+    if other then
+      -- Another holder is the key's next: this one waits in ph, and the
+      -- next goes now if it waited there.
+      hold('ordered')
+      redis.call('ZREM', K_READY, m)
+      redis.call('ZADD', k_later(key), pr, m)
+      if redis.call('ZREM', k_later(key), om) == 1 then
+        redis.call('ZADD', K_READY, s(opr), om)
+        WOKE = WOKE + 1
+      else
+        redis.call('HINCRBY', K_FLOW, 'np', 1)
+      end
+      go = false
+    elseif key ~= '' then
       local first = f.od and holds(r)
       local ph = nil
       if not first then ph = redis.call('ZRANGE', k_parked(key), 0, 0, 'WITHSCORES') end

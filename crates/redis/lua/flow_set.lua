@@ -10,6 +10,21 @@ if not c then return {'NOQ'} end
 local names = {'qi', 'qb', 'ki', 'kb', 'qn', 'kn', 'od'}
 redis.call('HDEL', K_CFG, 'fl', unpack(names))
 local keys = redis.call('HKEYS', K_KEYS)
+-- The holders that waited for another holder (ph:<key>, lua/flow.lua)
+-- are ready again, whatever the new limits: the lease loop looks at them
+-- again.
+for _, key in ipairs(keys) do
+  local ph = TAGP .. 'ph:' .. key
+  local later = redis.call('ZRANGE', ph, 0, -1, 'WITHSCORES')
+  local back = {}
+  for j = 1, #later, 2 do
+    back[j], back[j + 1] = later[j + 1], later[j]
+  end
+  zadd_all(K_READY, back)
+  redis.call('DEL', ph)
+  if #later > 0 then redis.call('HINCRBY', K_FLOW, 'np', s(-#later / 2)) end
+  WOKE = WOKE + #later / 2
+end
 if ARGV[4] == '1' then
   redis.call('HSET', K_CFG, 'fl', '1')
   for i, name in ipairs(names) do

@@ -26,8 +26,10 @@ local page = after_cursor(zs)
 for j = 1, #page, 2 do members[#members + 1] = {page[j], page[j + 1]} end
 if ARGV[4] == 'R' and (tonumber(redis.call('HGET', K_FLOW, 'np')) or 0) > 0 then
   for _, key in ipairs(redis.call('HKEYS', K_KEYS)) do
-    local parked = after_cursor(TAGP .. 'pk:' .. key)
-    for j = 1, #parked, 2 do members[#members + 1] = {parked[j], parked[j + 1]} end
+    for _, park in ipairs({'pk:', 'ph:'}) do
+      local parked = after_cursor(TAGP .. park .. key)
+      for j = 1, #parked, 2 do members[#members + 1] = {parked[j], parked[j + 1]} end
+    end
     local hp = redis.call('HGET', K_KHP, key)
     if hp then
       local m, pr = hp:sub(5), struct.unpack('>I4', hp)

@@ -10,12 +10,16 @@
 //! Records written before history (no tail after the packed record) read
 //! with an empty history and start one at their next transition; the
 //! tail's encoding (docs/redis.md, "History") has golden bytes here.
+//! A leased record with a successor (a replace or debounce while leased)
+//! stores it as its 23rd field, a nested array: what the enqueue writes is
+//! exactly that layout, and hand-written ones are taken at a nack, an ack
+//! and a cancel as the model takes them.
 
 use crate::support::{broker, shared_single, unique_prefix, RedisServer};
 use delayd_core::{
     Broker, Clock, DeathReason, DeferReason, EnqueueOptions, EnqueueRequest, Event, EventKind,
-    FlowConfig, History, LeaseRequest, MessageId, MessageState, Nack, QueueConfigPatch, QueueName,
-    SystemClock, Via,
+    FlowConfig, History, LeaseId, LeaseRequest, MessageId, MessageState, Nack, QueueConfigPatch,
+    QueueName, SystemClock, Via,
 };
 use delayd_redis::RedisBroker;
 
@@ -642,4 +646,250 @@ async fn a_golden_history_tail_reads_as_its_events() {
         (last.kind.clone(), last.attempt),
         (EventKind::Rescheduled, 2)
     );
+}
+
+/// The stored record of `id` in the hash `msg`: its field count, then the
+/// fields of its successor (field 23) one a line, `-` when it has none.
+fn stored_successor(server: &RedisServer, msg: &str, id: &str) -> (usize, Vec<String>) {
+    let script = "local _, t = cmsgpack.unpack_one(redis.call('HGET', KEYS[1], ARGV[1])) \
+                  local out = {tostring(#t)} \
+                  if type(t[23]) == 'table' then \
+                  for _, v in ipairs(t[23]) do out[#out + 1] = tostring(v) end \
+                  else out[#out + 1] = '-' end return out";
+    let out = server.cli(&["EVAL", script, "1", msg, id]);
+    let mut lines = out.lines().map(str::to_owned);
+    let n = lines
+        .next()
+        .and_then(|l| l.parse().ok())
+        .expect("field count");
+    (n, lines.collect())
+}
+
+/// What a replace of a leased message stores: the record's 23 fields, the
+/// two retention fields `''`, the successor as {payload, headers, priority,
+/// max_attempts, lease_ms, key, deliver_at, since}; a later debounce
+/// overwrites it, its cap counted from the first request's `since`. The
+/// ack enqueues it as a new message whose record has no successor field.
+#[tokio::test]
+async fn a_successor_is_stored_in_the_record_as_its_23rd_field() {
+    let (server, node, q, prefix) = old_queue(QueueConfigPatch::default()).await;
+    let msg = format!("{}:msg", prefix.tag());
+    let id = MessageId::new("m1").expect("id");
+    let put = |request: EnqueueRequest| {
+        let node = &node;
+        let q = &q;
+        async move {
+            node.enqueue(q, vec![request], EnqueueOptions::default())
+                .await
+                .expect("enqueue")
+                .remove(0)
+                .expect("item")
+        }
+    };
+    let first = put(EnqueueRequest {
+        id: Some(id.clone()),
+        payload: b"v1".to_vec(),
+        ..EnqueueRequest::default()
+    })
+    .await;
+    let lease = LeaseRequest {
+        max: 1,
+        wait_ms: 0,
+        lease_ms: Some(60_000),
+    };
+    let got = node
+        .lease(std::slice::from_ref(&q), lease)
+        .await
+        .expect("lease");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(stored_successor(server, &msg, "m1").1, ["-"], "none yet");
+
+    let at = SystemClock.now_ms() + 60_000;
+    let replace = EnqueueRequest {
+        id: Some(id.clone()),
+        schedule: delayd_core::Schedule::At(at),
+        priority: Some(7),
+        headers: [("h".to_owned(), "v".to_owned())].into(),
+        payload: b"v2".to_vec(),
+        max_attempts: Some(3),
+        lease_ms: Some(500),
+        key: Some(delayd_core::FlowKey::new("k").expect("key")),
+        on_conflict: delayd_core::OnConflict::Replace,
+        ..EnqueueRequest::default()
+    };
+    let out = put(replace.clone()).await;
+    assert!(out.replaced && out.after_lease, "{out:?}");
+    let (n, fields) = stored_successor(server, &msg, "m1");
+    assert_eq!(n, 23, "the record with its successor");
+    let since: u64 = fields[7].parse().expect("since");
+    assert_eq!(
+        fields[..7],
+        ["v2", "{\"h\":\"v\"}", "7", "3", "500", "k", &at.to_string()],
+        "the successor's layout"
+    );
+    let record = stored_fields_of(server, &msg, "m1");
+    assert_eq!((record[20].as_str(), record[21].as_str()), ("", ""));
+
+    // A debounce overwrites it; its cap runs from the first request.
+    let debounce = EnqueueRequest {
+        schedule: delayd_core::Schedule::At(at + 5_000),
+        payload: b"v3".to_vec(),
+        on_conflict: delayd_core::OnConflict::Debounce,
+        debounce_max_ms: Some(1_000),
+        ..replace
+    };
+    let out = put(debounce).await;
+    assert_eq!((out.deliver_at, out.after_lease), (since + 1_000, true));
+    let fields = stored_successor(server, &msg, "m1").1;
+    assert_eq!(fields[0], "v3");
+    assert_eq!(
+        fields[6..],
+        [(since + 1_000).to_string(), since.to_string()],
+        "due at the cap, since kept"
+    );
+    let m = node.get(&q, &id).await.expect("get");
+    assert_eq!(
+        (m.state, m.payload.as_slice()),
+        (MessageState::Leased, b"v1".as_slice())
+    );
+
+    let before = SystemClock.now_ms();
+    node.ack(&q, &id, &got[0].lease_id).await.expect("ack");
+    let m = node.get(&q, &id).await.expect("get the successor");
+    assert!(m.seq > first.seq, "{m:?}");
+    assert!(m.enqueued_at >= before, "{m:?}");
+    assert_eq!(
+        (m.payload.as_slice(), m.priority, m.max_attempts, m.lease_ms),
+        (b"v3".as_slice(), 7, Some(3), Some(500))
+    );
+    assert_eq!((m.deliver_at, m.attempts), (since + 1_000, 0));
+    assert_eq!(m.key.as_ref().map(|k| k.as_str()), Some("k"));
+    let (n, fields) = stored_successor(server, &msg, "m1");
+    assert!(n < 21, "a new record without a successor: {n}");
+    assert_eq!(fields, ["-"]);
+    assert_eq!(
+        node.get_by_seq(m.seq)
+            .await
+            .expect("get_by_seq")
+            .map(|m| m.id),
+        Some(id.clone()),
+        "the new seq is indexed"
+    );
+}
+
+/// A hand-written leased record with a successor (the 23-field layout,
+/// the successor {payload, headers, priority, max_attempts, lease_ms, key,
+/// deliver_at, since}): a nack gives the message the successor's content
+/// and the later due time (its seq and attempts stay); an ack enqueues the
+/// successor as a new message; a cancel on a retaining queue drops it (the
+/// retained record has no 23rd field).
+#[tokio::test]
+async fn a_golden_record_with_a_successor_is_taken_at_the_lease_end() {
+    let (server, node, q, prefix) = old_queue(retaining(60_000)).await;
+    let tag = prefix.tag();
+    let now = SystemClock.now_ms();
+    let until = now + 60_000;
+    // seq 7/8/9, leased (lease id `l<seq>`, until `until`), deliver_at
+    // 1000 (enqueued at 1000), priority 1024, payload "hi", attempts 1, no
+    // key; the two retention fields '', then the successor: payload
+    // "next", headers {"s":"1"}, priority 5, max_attempts 4, no lease_ms,
+    // key "k2", due at 2000, since 900.
+    let record = |seq: u64| {
+        format!(
+            "cmsgpack.pack({{{seq}, 'L', 1000, 0, 1024, 'hi', '', 1, '', '', {until}, 'l{seq}', '', \
+             0, 0, 0, 0, '', 0, '', '', '', {{'next', '{{\"s\":\"1\"}}', 5, 4, '', 'k2', 2000, 900}}}})"
+        )
+    };
+    let script = format!(
+        "for i, id in ipairs({{'m1', 'm2', 'm3'}}) do \
+         local seq = 6 + i \
+         local v = ({{{}, {}, {}}})[i] \
+         redis.call('HSET', KEYS[1], id, v) \
+         redis.call('ZADD', KEYS[2], {until}, struct.pack('>I8', seq) .. id) end \
+         redis.call('HSET', KEYS[3], 'sl', 9) redis.call('SET', KEYS[4], 9) return 1",
+        record(7),
+        record(8),
+        record(9)
+    );
+    // The shard issued seqs up to 9, the deployment's counter as well.
+    let (msg, lease) = (format!("{tag}:msg"), format!("{tag}:lease"));
+    let (cfg, seq) = (format!("{tag}:cfg"), format!("{{{}}}:seq", prefix.0));
+    let out = server.cli(&["EVAL", &script, "4", &msg, &lease, &cfg, &seq]);
+    assert_eq!(out.trim(), "1", "golden records written: {out}");
+
+    // Nack: the successor's content, due at the later of now and 2000.
+    let m1 = MessageId::new("m1").expect("id");
+    let nack = Nack {
+        delay_ms: Some(0),
+        ..Nack::default()
+    };
+    node.nack(&q, &m1, &LeaseId("l7".into()), nack)
+        .await
+        .expect("nack");
+    let m = node.get(&q, &m1).await.expect("get");
+    assert_eq!(
+        (m.seq, m.attempts, m.state, m.payload.as_slice(), m.priority),
+        (7, 1, MessageState::Ready, b"next".as_slice(), 5),
+        "{m:?}"
+    );
+    assert_eq!((m.max_attempts, m.lease_ms), (Some(4), None));
+    assert_eq!(m.headers.get("s").map(String::as_str), Some("1"));
+    assert_eq!(m.key.as_ref().map(|k| k.as_str()), Some("k2"));
+    assert!(m.deliver_at >= now, "due at the retry, after 2000: {m:?}");
+    assert_eq!(stored_successor(server, &msg, "m1").1, ["-"]);
+
+    // Ack: a new message with the id, due at 2000 (ready), not retained.
+    let m2 = MessageId::new("m2").expect("id");
+    node.ack(&q, &m2, &LeaseId("l8".into())).await.expect("ack");
+    let m = node.get(&q, &m2).await.expect("get the successor");
+    assert!(m.seq > 9, "a fresh seq: {m:?}");
+    assert_eq!(
+        (m.state, m.attempts, m.deliver_at, m.payload.as_slice()),
+        (MessageState::Ready, 0, 2000, b"next".as_slice()),
+        "{m:?}"
+    );
+    let history = node.events(&q, &m2).await.expect("events");
+    assert_eq!(
+        history
+            .events
+            .iter()
+            .map(|e| e.kind.clone())
+            .collect::<Vec<_>>(),
+        [EventKind::Enqueued]
+    );
+    let retained = server.cli(&["EXISTS", &format!("{tag}:rt:m2")]);
+    assert_eq!(retained.trim(), "0", "its id is live again: not retained");
+
+    // Cancel: retained without the successor.
+    let m3 = MessageId::new("m3").expect("id");
+    node.cancel(&q, &m3).await.expect("cancel");
+    let m = node.get(&q, &m3).await.expect("get retained");
+    assert_eq!(
+        (m.state, m.payload.as_slice()),
+        (MessageState::Cancelled, b"".as_slice())
+    );
+    let kept = stored_fields(server, &format!("{tag}:rt:m3"));
+    assert_eq!(
+        kept.len(),
+        22,
+        "the retained layout, no successor: {kept:?}"
+    );
+
+    // Two of three messages live; the flow key counts follow the content.
+    let stats = node.get_queue(&q).await.expect("get_queue").stats;
+    assert_eq!((stats.ready, stats.leased), (2, 0), "{stats:?}");
+    let k2 = node
+        .key_info(&q, &delayd_core::FlowKey::new("k2").expect("key"))
+        .await
+        .expect("key_info");
+    assert_eq!((k2.ready, k2.leased), (2, 0), "{k2:?}");
+}
+
+/// The fields of the record in field `id` of the hash `msg`, printed one a
+/// line (a nested successor as redis-cli prints a table: not compared).
+fn stored_fields_of(server: &RedisServer, msg: &str, id: &str) -> Vec<String> {
+    let script = "local _, t = cmsgpack.unpack_one(redis.call('HGET', KEYS[1], ARGV[1])) \
+                  local out = {} for i = 1, 22 do out[i] = tostring(t[i]) end return out";
+    let out = server.cli(&["EVAL", script, "1", msg, id]);
+    out.lines().map(str::to_owned).collect()
 }

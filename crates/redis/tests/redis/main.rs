@@ -24,6 +24,7 @@ mod racing_nodes;
 mod ready_order;
 mod redis_restart;
 mod rediss;
+mod replace_nodes;
 mod replica_failover;
 mod schedules;
 mod schedules_redis_down;
