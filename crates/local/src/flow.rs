@@ -44,11 +44,13 @@ pub(crate) struct FlowMem {
     /// Ready messages of keys that are not their key's head in the ready
     /// set, by key then delivery order.
     parked: BTreeMap<(FlowKey, ReadyKey), MessageId>,
-    /// Each key's holder, for the few keys that have one: a message of
+    /// Each key's holders, for the few keys that have one: a message of
     /// the key that was delivered and came back (see
-    /// `MessageRecord::holds_key`). Apart from `KeyMem`, which every key
-    /// with a message pays for.
-    holders: HashMap<FlowKey, MessageId>,
+    /// `MessageRecord::holds_key`), with its place in delivery order. One,
+    /// but a replace that moves a holder onto a key that has one makes
+    /// two: the first in delivery order holds the key, as in the model.
+    /// Apart from `KeyMem`, which every key with a message pays for.
+    holders: HashMap<FlowKey, Vec<(ReadyKey, MessageId)>>,
     /// The queue's timer (its gate opens by time), as (timer key, deadline).
     timer: Option<(u64, u64)>,
 }
@@ -195,8 +197,11 @@ impl State {
         if leased {
             km.gate.leased += 1;
         }
-        if rec.holds_key() && !mem.holders.contains_key(key) {
-            mem.holders.insert(key.clone(), rec.id.clone());
+        if rec.holds_key() {
+            let holders = mem.holders.entry(key.clone()).or_default();
+            if !holders.iter().any(|(_, id)| id == &rec.id) {
+                holders.push(((rec.priority, rec.deliver_at, rec.seq), rec.id.clone()));
+            }
         }
         self.flows.dirty.insert((queue.clone(), key.clone()));
     }
@@ -223,8 +228,11 @@ impl State {
             if leased {
                 km.gate.leased = km.gate.leased.saturating_sub(1);
             }
-            if q.flow.holders.get(key) == Some(&rec.id) {
-                q.flow.holders.remove(key);
+            if let Some(holders) = q.flow.holders.get_mut(key) {
+                holders.retain(|(_, id)| id != &rec.id);
+                if holders.is_empty() {
+                    q.flow.holders.remove(key);
+                }
             }
             if rec.state == delayd_core::MessageState::Ready {
                 let rk = (rec.priority, rec.deliver_at, rec.seq);
@@ -289,7 +297,11 @@ impl State {
             &q.messages,
             &q.flow.parked,
             &flow,
-            q.flow.holders.get(key),
+            q.flow
+                .holders
+                .get(key)
+                .and_then(|h| h.iter().min())
+                .map(|(_, id)| id),
             km.head,
             key,
         );

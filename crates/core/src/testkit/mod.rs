@@ -327,6 +327,7 @@ macro_rules! conformance_tests_replace {
             successor_after_deferral,
             successor_after_death_and_cancel,
             replace_dead_retained_and_bad_input,
+            replace_moves_a_holder_onto_a_held_key,
         );
     };
     (virtual_time |$clock:ident| $factory:expr) => {

@@ -27,7 +27,7 @@ use delayd_core::testkit::support::list_by_state;
 use delayd_core::testkit::ModelBroker;
 use delayd_core::{
     Broker, BrokerError, BrokerResult, Catchup, EnqueueOptions, EnqueueRequest, LeaseId,
-    LeaseRequest, ManualClock, MessageId, MessageState, MessageTemplate, Nack, Overlap,
+    LeaseRequest, ManualClock, MessageId, MessageState, MessageTemplate, Nack, OnConflict, Overlap,
     QueueConfigPatch, QueueName, QueueStats, Recurrence, Reschedule, RetryPolicy, Schedule,
     ScheduleDefinition, ScheduleId, ScheduleRecord,
 };
@@ -52,6 +52,10 @@ enum Op {
         id: usize,
         far: bool,
         priority: u32,
+        /// keep, replace, debounce (capped at a second, or uncapped).
+        on_conflict: u8,
+        /// Tells one request's payload from another's.
+        tag: u8,
     },
     Lease {
         max: u32,
@@ -126,7 +130,7 @@ fn schedule_op() -> impl Strategy<Value = ScheduleOp> {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (0..IDS, any::<bool>(), 0u32..3).prop_map(|(id, far, priority)| Op::Enqueue { id, far, priority }),
+        3 => (0..IDS, any::<bool>(), 0u32..3, 0u8..4, any::<u8>()).prop_map(|(id, far, priority, on_conflict, tag)| Op::Enqueue { id, far, priority, on_conflict, tag }),
         3 => (1u32..3).prop_map(|max| Op::Lease { max }),
         2 => (0..IDS).prop_map(|id| Op::Ack { id }),
         2 => (0..IDS, proptest::option::of(any::<bool>())).prop_map(|(id, delay)| Op::Nack { id, delay }),
@@ -311,7 +315,15 @@ impl Pair {
                 id: i,
                 far,
                 priority,
+                on_conflict,
+                tag,
             } => {
+                let (on_conflict, debounce_max_ms) = match on_conflict {
+                    0 => (OnConflict::Keep, None),
+                    1 => (OnConflict::Replace, None),
+                    2 => (OnConflict::Debounce, Some(1_000)),
+                    _ => (OnConflict::Debounce, None),
+                };
                 let req = EnqueueRequest {
                     id: Some(id(*i)),
                     schedule: if *far {
@@ -320,7 +332,9 @@ impl Pair {
                         Schedule::Now
                     },
                     priority: Some(*priority),
-                    payload: format!("p{i}").into_bytes(),
+                    payload: format!("p{i}-{tag}").into_bytes(),
+                    on_conflict,
+                    debounce_max_ms,
                     ..EnqueueRequest::default()
                 };
                 let a = self
@@ -334,7 +348,11 @@ impl Pair {
                 let created = |r: &BrokerResult<Vec<BrokerResult<delayd_core::EnqueueOutcome>>>| {
                     r.as_ref().ok().map(|v| {
                         v.iter()
-                            .map(|o| o.as_ref().map(|o| (o.created, o.deliver_at)).ok())
+                            .map(|o| {
+                                o.as_ref()
+                                    .map(|o| (o.created, o.replaced, o.after_lease, o.deliver_at))
+                                    .map_err(|e| e.code())
+                            })
                             .collect::<Vec<_>>()
                     })
                 };

@@ -446,3 +446,69 @@ pub async fn replace_dead_retained_and_bad_input(b: Arc<dyn Broker>) {
         "an invalid item fails alone"
     );
 }
+
+/// With `flow.ordered`, a replace that moves a message holding its key
+/// (delivered before and back) onto a key that has a holder gives that
+/// key two holders: the first of them in delivery order holds it (api.md:
+/// the holder goes first whatever its state), and once it is done the
+/// other holds it again.
+pub async fn replace_moves_a_holder_onto_a_held_key(b: Arc<dyn Broker>) {
+    let q = s::queue("replace_moves_a_holder_onto_a_held_key", "q");
+    let patch = QueueConfigPatch {
+        retry: Some(s::fast_retry()),
+        flow: Some(Some(FlowConfig {
+            key_concurrency: Some(1),
+            ordered: true,
+            ..FlowConfig::default()
+        })),
+        ..QueueConfigPatch::default()
+    };
+    s::must(b.put_queue(&q, patch).await, "put_queue");
+    let keyed = |id: &str, key: &str, at: u64| EnqueueRequest {
+        key: Some(FlowKey::new(key).expect("key")),
+        ..req(Some(id), Schedule::At(at), id)
+    };
+    let t = s::now_ms();
+    let nack = |delay_ms| Nack {
+        delay_ms: Some(delay_ms),
+        ..Nack::default()
+    };
+    // a holds k1 (back at once), b holds k2 (back in a minute).
+    put(&b, &q, keyed("a", "k1", t)).await;
+    put(&b, &q, keyed("b", "k2", t)).await;
+    let mut d = lease(&b, &q, 10, 1_000).await;
+    d.sort_by(|x, y| x.id.as_str().cmp(y.id.as_str()));
+    assert_eq!(
+        d.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+    s::must(
+        b.nack(&q, &d[0].id, &d[0].lease_id, nack(0)).await,
+        "nack a",
+    );
+    s::must(
+        b.nack(&q, &d[1].id, &d[1].lease_id, nack(60_000)).await,
+        "nack b",
+    );
+    // c waits behind k2's holder.
+    put(&b, &q, keyed("c", "k2", t)).await;
+    // a moves onto k2, due now: the first of k2's two holders in delivery
+    // order (b is due in a minute), so it goes; c still waits.
+    let mut moved = keyed("a", "k2", s::now_ms());
+    moved.on_conflict = OnConflict::Replace;
+    let out = put(&b, &q, moved).await;
+    assert!(out.replaced && !out.after_lease, "{out:?}");
+    let d = lease(&b, &q, 10, 0).await;
+    assert_eq!(
+        d.iter()
+            .map(|d| (d.id.as_str(), d.attempt))
+            .collect::<Vec<_>>(),
+        [("a", 2)],
+        "a, the first of k2's holders, goes alone"
+    );
+    s::must(b.ack(&q, &d[0].id, &d[0].lease_id).await, "ack a");
+    assert!(
+        lease(&b, &q, 10, 0).await.is_empty(),
+        "b holds k2 again while it waits: c stays behind it"
+    );
+}
