@@ -218,8 +218,9 @@ impl std::str::FromStr for OnConflict {
 
 /// The content and due time a replace or debounce gives a message: what
 /// a waiting message takes at once, and what a leased one keeps as its
-/// successor until its lease ends.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// successor until its lease ends. (Its serde derives shape the embedded
+/// store's successor records, pinned by its golden tests.)
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replacement {
     pub payload: Vec<u8>,
     pub headers: BTreeMap<String, String>,
@@ -261,6 +262,22 @@ impl Replacement {
     pub fn successor(request: &EnqueueRequest, previous: Option<&Replacement>, now: u64) -> Self {
         let since = previous.map_or(now, |p| p.since);
         Self::of(request, since, now)
+    }
+
+    /// The enqueue a successor becomes after its message's ack: a new
+    /// message with the id `id`, due at the successor's due time.
+    pub fn into_request(self, id: MessageId) -> EnqueueRequest {
+        EnqueueRequest {
+            id: Some(id),
+            schedule: Schedule::At(self.deliver_at),
+            priority: Some(self.priority),
+            headers: self.headers,
+            payload: self.payload,
+            max_attempts: self.max_attempts,
+            lease_ms: self.lease_ms,
+            key: self.key,
+            ..EnqueueRequest::default()
+        }
     }
 
     /// Puts the content (not the due time) on `message`.

@@ -181,51 +181,15 @@ pub(crate) struct EventRecord {
 impl Record for EventRecord {}
 
 /// The successor of a leased message (the `successors` keyspace, under
-/// its message key): the content and due time a replace or debounce left
-/// for when its lease ends ([`delayd_core::Replacement`]).
+/// its message key): the core [`delayd_core::Replacement`] as postcard
+/// writes it (a core type: its serde derives shape these bytes, pinned by
+/// `golden`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct SuccessorRecord {
-    pub payload: Vec<u8>,
-    pub headers: BTreeMap<String, String>,
-    pub priority: u32,
-    pub key: Option<FlowKey>,
-    pub max_attempts: Option<u32>,
-    pub lease_ms: Option<u64>,
-    pub deliver_at: u64,
-    pub since: u64,
+    pub next: delayd_core::Replacement,
 }
 
 impl Record for SuccessorRecord {}
-
-impl From<&delayd_core::Replacement> for SuccessorRecord {
-    fn from(r: &delayd_core::Replacement) -> Self {
-        Self {
-            payload: r.payload.clone(),
-            headers: r.headers.clone(),
-            priority: r.priority,
-            key: r.key.clone(),
-            max_attempts: r.max_attempts,
-            lease_ms: r.lease_ms,
-            deliver_at: r.deliver_at,
-            since: r.since,
-        }
-    }
-}
-
-impl From<SuccessorRecord> for delayd_core::Replacement {
-    fn from(r: SuccessorRecord) -> Self {
-        Self {
-            payload: r.payload,
-            headers: r.headers,
-            priority: r.priority,
-            key: r.key,
-            max_attempts: r.max_attempts,
-            lease_ms: r.lease_ms,
-            deliver_at: r.deliver_at,
-            since: r.since,
-        }
-    }
-}
 
 /// The key of event `n` (counted from 0 over the message's life) of the
 /// message with `seq`: a message's events are one prefix, in order.
@@ -867,7 +831,7 @@ b0ba97ffbc3101024c31000100000301016b0176";
     }
 
     fn successor() -> SuccessorRecord {
-        SuccessorRecord {
+        let next = delayd_core::Replacement {
             payload: b"next".to_vec(),
             headers: BTreeMap::from([("k".to_string(), "v".to_string())]),
             priority: 7,
@@ -876,7 +840,8 @@ b0ba97ffbc3101024c31000100000301016b0176";
             lease_ms: None,
             deliver_at: 1_700_000_000_000,
             since: 1_699_999_999_000,
-        }
+        };
+        SuccessorRecord { next }
     }
 
     /// version 01: payload (length 4) "next", headers (1 entry) {k: v},
@@ -891,8 +856,6 @@ b0ba97ffbc3101024c31000100000301016b0176";
         assert_eq!(hex(&encoded), SUCCESSOR);
         let decoded: SuccessorRecord = decode_record(&unhex(SUCCESSOR)).expect("decode");
         assert_eq!(decoded, successor());
-        let core = delayd_core::Replacement::from(decoded.clone());
-        assert_eq!(SuccessorRecord::from(&core), decoded);
     }
 
     /// version 01, at (varint), attempt 2, then the kind: its variant index

@@ -120,7 +120,7 @@ impl State {
             return self.end(queue, rec, MessageState::Acked, now, tx);
         };
         self.remove(queue, &rec, tx)?;
-        let request = crate::replace::successor_request(rec.id.clone(), next);
+        let request = next.into_request(rec.id.clone());
         self.insert_message(queue, rec.id, request, now, tx)?;
         Ok(())
     }

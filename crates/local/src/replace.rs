@@ -12,7 +12,7 @@
 
 use delayd_core::{
     BrokerError, BrokerResult, EnqueueOutcome, EnqueueRequest, EventKind, MessageId, MessageState,
-    OnConflict, QueueName, Replacement, Schedule,
+    OnConflict, QueueName, Replacement,
 };
 
 use crate::bounded_map::BoundedMap;
@@ -40,7 +40,9 @@ impl Successors {
         next: Replacement,
         tx: &mut Tx,
     ) -> BrokerResult<()> {
-        let value = codec::encode_record(&SuccessorRecord::from(&next)).map_err(store_err)?;
+        let record = SuccessorRecord { next };
+        let value = codec::encode_record(&record).map_err(store_err)?;
+        let next = record.next;
         tx.ws
             .put(Space::Successors, codec::message_key(queue, id), value);
         self.0.insert(id.clone(), next);
@@ -157,27 +159,11 @@ impl State {
         for (key, record) in found {
             let (queue, id) = codec::decode_message_key(&key)?;
             if let Some(q) = self.queues.get_mut(&queue) {
-                q.successors.load(id, record.into());
+                q.successors.load(id, record.next);
                 loaded += 1;
             }
         }
         Ok(loaded)
-    }
-}
-
-/// The enqueue a successor becomes after its message's ack: a new message
-/// with the id, due at the successor's due time.
-pub(crate) fn successor_request(id: MessageId, next: Replacement) -> EnqueueRequest {
-    EnqueueRequest {
-        id: Some(id),
-        schedule: Schedule::At(next.deliver_at),
-        priority: Some(next.priority),
-        headers: next.headers,
-        payload: next.payload,
-        max_attempts: next.max_attempts,
-        lease_ms: next.lease_ms,
-        key: next.key,
-        ..EnqueueRequest::default()
     }
 }
 

@@ -299,18 +299,7 @@ impl State {
         self.end(key, MessageState::Acked, now);
         if let Some(next) = successor {
             self.retained.remove(key);
-            let request = EnqueueRequest {
-                id: Some(key.1.clone()),
-                schedule: crate::Schedule::At(next.deliver_at),
-                priority: Some(next.priority),
-                headers: next.headers,
-                payload: next.payload,
-                max_attempts: next.max_attempts,
-                lease_ms: next.lease_ms,
-                key: next.key,
-                ..EnqueueRequest::default()
-            };
-            let created = self.enqueue(&key.0, request, now);
+            let created = self.enqueue(&key.0, next.into_request(key.1.clone()), now);
             debug_assert!(created.is_ok_and(|o| o.created), "successor of {key:?}");
         }
     }

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use delayd_core::{Broker, LeaseRequest, MessageId, QueueConfigPatch, QueueName};
-use delayd_local::{LocalBroker, LocalConfig};
+use delayd_local::LocalBroker;
 
 const WORKERS: usize = 4;
 const RETAIN_MS: u64 = 3_600_000;
@@ -57,35 +57,13 @@ async fn main() {
         eprintln!("usage: delayd-local-retainchild <data-dir> <id-prefix>");
         std::process::exit(2);
     };
-    let broker = match LocalBroker::open(LocalConfig::new(dir)).await {
-        Ok(b) => Arc::new(b),
-        Err(e) => {
-            eprintln!("open failed: {e}");
-            std::process::exit(1);
-        }
-    };
-    let Ok(queue) = QueueName::new("retain") else {
-        std::process::exit(1);
-    };
     let patch = QueueConfigPatch {
         retain_ms: Some(RETAIN_MS),
         ..QueueConfigPatch::default()
     };
-    if let Err(e) = broker.put_queue(&queue, patch).await {
-        eprintln!("put_queue failed: {e}");
-        std::process::exit(1);
-    }
-    say("READY");
-    let tasks: Vec<_> = (0..WORKERS)
-        .map(|w| {
-            tokio::spawn(worker(
-                Arc::clone(&broker),
-                queue.clone(),
-                format!("{prefix}-{w}"),
-            ))
-        })
-        .collect();
-    for task in tasks {
-        let _ = task.await;
-    }
+    let (broker, queue) = child_io::open_with_queue(dir, "retain", patch).await;
+    child_io::run_workers(WORKERS, |w| {
+        worker(Arc::clone(&broker), queue.clone(), format!("{prefix}-{w}"))
+    })
+    .await;
 }

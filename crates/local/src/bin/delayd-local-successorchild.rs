@@ -15,7 +15,7 @@ use delayd_core::{
     Broker, EnqueueOptions, EnqueueRequest, MessageId, OnConflict, QueueConfigPatch, QueueName,
     RetryPolicy,
 };
-use delayd_local::{LocalBroker, LocalConfig};
+use delayd_local::LocalBroker;
 
 const WORKERS: usize = 4;
 
@@ -74,31 +74,9 @@ async fn main() {
         eprintln!("usage: delayd-local-successorchild <data-dir> <id-prefix>");
         std::process::exit(2);
     };
-    let broker = match LocalBroker::open(LocalConfig::new(dir)).await {
-        Ok(b) => Arc::new(b),
-        Err(e) => {
-            eprintln!("open failed: {e}");
-            std::process::exit(1);
-        }
-    };
-    let Ok(queue) = QueueName::new("successors") else {
-        std::process::exit(1);
-    };
-    if let Err(e) = broker.put_queue(&queue, fast_retry()).await {
-        eprintln!("put_queue failed: {e}");
-        std::process::exit(1);
-    }
-    say("READY");
-    let tasks: Vec<_> = (0..WORKERS)
-        .map(|w| {
-            tokio::spawn(worker(
-                Arc::clone(&broker),
-                queue.clone(),
-                format!("{prefix}-{w}"),
-            ))
-        })
-        .collect();
-    for task in tasks {
-        let _ = task.await;
-    }
+    let (broker, queue) = child_io::open_with_queue(dir, "successors", fast_retry()).await;
+    child_io::run_workers(WORKERS, |w| {
+        worker(Arc::clone(&broker), queue.clone(), format!("{prefix}-{w}"))
+    })
+    .await;
 }

@@ -42,6 +42,14 @@ async fn event_names(b: &Arc<dyn Broker>, q: &QueueName, id: &MessageId) -> Vec<
     h.events.into_iter().map(|e| e.kind).collect()
 }
 
+/// A nack that schedules the message again after `delay_ms`.
+fn nack_after(delay_ms: u64) -> Nack {
+    Nack {
+        delay_ms: Some(delay_ms),
+        ..Nack::default()
+    }
+}
+
 fn payload_of(m: &crate::message::Message) -> String {
     String::from_utf8_lossy(&m.payload).into_owned()
 }
@@ -229,11 +237,7 @@ pub async fn successor_after_nack_and_expiry(b: Arc<dyn Broker>) {
     let d = lease_one(&b, &q, None).await;
     let t = s::now_ms();
     put(&b, &q, conflicting("m", OnConflict::Replace, t, "v2")).await;
-    let nack = Nack {
-        delay_ms: Some(0),
-        ..Nack::default()
-    };
-    s::must(b.nack(&q, &d.id, &d.lease_id, nack.clone()).await, "nack");
+    s::must(b.nack(&q, &d.id, &d.lease_id, nack_after(0)).await, "nack");
     let m = get(&b, &q, &first.id).await;
     assert_eq!(
         (payload_of(&m), m.seq, m.attempts),
@@ -253,7 +257,7 @@ pub async fn successor_after_nack_and_expiry(b: Arc<dyn Broker>) {
     // A successor due later than the retry: the message waits for it.
     let t = s::now_ms();
     let out = put(&b, &q, conflicting("m", OnConflict::Replace, t + 300, "v3")).await;
-    s::must(b.nack(&q, &d.id, &d.lease_id, nack).await, "nack");
+    s::must(b.nack(&q, &d.id, &d.lease_id, nack_after(0)).await, "nack");
     let after_nack = s::now_ms();
     let m = get(&b, &q, &first.id).await;
     assert_eq!(payload_of(&m), "v3");
@@ -331,12 +335,8 @@ pub async fn successor_after_death_and_cancel(b: Arc<dyn Broker>) {
     let d = lease_one(&b, &q, None).await;
     let t = s::now_ms();
     put(&b, &q, conflicting("m", OnConflict::Replace, t, "v2")).await;
-    let nack = Nack {
-        delay_ms: Some(0),
-        ..Nack::default()
-    };
     s::must(
-        b.nack(&q, &d.id, &d.lease_id, nack).await,
+        b.nack(&q, &d.id, &d.lease_id, nack_after(0)).await,
         "nack into death",
     );
     let m = get(&b, &q, &first.id).await;
@@ -469,10 +469,7 @@ pub async fn replace_moves_a_holder_onto_a_held_key(b: Arc<dyn Broker>) {
         ..req(Some(id), Schedule::At(at), id)
     };
     let t = s::now_ms();
-    let nack = |delay_ms| Nack {
-        delay_ms: Some(delay_ms),
-        ..Nack::default()
-    };
+    let nack = nack_after;
     // a holds k1 (back at once), b holds k2 (back in a minute).
     put(&b, &q, keyed("a", "k1", t)).await;
     put(&b, &q, keyed("b", "k2", t)).await;
