@@ -240,10 +240,7 @@ impl Replacement {
     /// `enqueued_at`, at wall time `now`: its content, and its due time
     /// capped by debounce at `enqueued_at + debounce_max_ms`.
     pub fn of(request: &EnqueueRequest, enqueued_at: u64, now: u64) -> Self {
-        let mut deliver_at = request.schedule.deliver_at(now);
-        if let (OnConflict::Debounce, Some(max)) = (request.on_conflict, request.debounce_max_ms) {
-            deliver_at = deliver_at.min(enqueued_at.saturating_add(max));
-        }
+        let deliver_at = request.due_from(enqueued_at, now);
         Self {
             payload: request.payload.clone(),
             headers: request.headers.clone(),
@@ -292,6 +289,23 @@ impl Replacement {
 }
 
 impl EnqueueRequest {
+    /// The due time of a message this request creates at `now`: its
+    /// schedule's, capped by debounce at `now + debounce_max_ms` (the cap
+    /// counts from the message's `enqueued_at`, which is now).
+    pub fn deliver_at(&self, now: u64) -> u64 {
+        self.due_from(now, now)
+    }
+
+    /// Its schedule's due time at `now`, capped by debounce at
+    /// `enqueued_at + debounce_max_ms` (a message enqueued then).
+    fn due_from(&self, enqueued_at: u64, now: u64) -> u64 {
+        let due = self.schedule.deliver_at(now);
+        match (self.on_conflict, self.debounce_max_ms) {
+            (OnConflict::Debounce, Some(max)) => due.min(enqueued_at.saturating_add(max)),
+            _ => due,
+        }
+    }
+
     /// The argument rules of one enqueue item, in every broker (an invalid
     /// item fails alone, the others of its batch go on): a message asking
     /// for zero deliveries or a zero-length lease is a mistake. (A queue's

@@ -44,7 +44,7 @@ impl State {
         tx: &mut Tx,
     ) -> BrokerResult<EnqueueOutcome> {
         req.validate()?;
-        delayd_core::check_deliver_at(req.schedule.deliver_at(now))?;
+        delayd_core::check_deliver_at(req.deliver_at(now))?;
         let id = match req.id.take() {
             Some(id) => {
                 if let Some(live) = self.lookup_in(store, queue, &id, Some(tx))? {
@@ -76,7 +76,7 @@ impl State {
         tx: &mut Tx,
     ) -> BrokerResult<EnqueueOutcome> {
         let seq = self.allocate_seq(tx);
-        let deliver_at = req.schedule.deliver_at(now);
+        let deliver_at = req.deliver_at(now);
         let record = MessageRecord {
             id: id.clone(),
             seq,

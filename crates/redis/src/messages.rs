@@ -53,7 +53,7 @@ fn conflict_code(on_conflict: OnConflict) -> &'static str {
 /// max_attempts, lease_ms, headers, payload, flow key, on_conflict,
 /// debounce_max_ms.
 pub(crate) fn prepare(index: usize, req: EnqueueRequest, now: u64) -> BrokerResult<Prepared> {
-    let deliver_at = check_deliver_at(req.schedule.deliver_at(now))?;
+    let deliver_at = check_deliver_at(req.deliver_at(now))?;
     req.validate()?;
     let id = req.id.unwrap_or_else(MessageId::generate);
     let opt = |v: Option<String>| v.unwrap_or_default().into_bytes();

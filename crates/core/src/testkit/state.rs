@@ -243,7 +243,7 @@ impl State {
         now: u64,
     ) -> BrokerResult<EnqueueOutcome> {
         request.validate()?;
-        crate::check_deliver_at(request.schedule.deliver_at(now))?;
+        crate::check_deliver_at(request.deliver_at(now))?;
         let id = request.id.clone().unwrap_or_else(MessageId::generate);
         let key = (queue.clone(), id.clone());
         if let Some(stored) = self.messages.get_mut(&key) {
@@ -258,7 +258,7 @@ impl State {
             self.retained.remove(&key);
         }
         let seq = self.next_seq();
-        let deliver_at = request.schedule.deliver_at(now);
+        let deliver_at = request.deliver_at(now);
         let msg = Message {
             queue: queue.clone(),
             id: id.clone(),

@@ -138,7 +138,8 @@ pub async fn replace_waiting_messages(b: Arc<dyn Broker>) {
 }
 
 /// `debounce` takes the request's due time capped at the message's
-/// `enqueued_at + debounce_max_ms`, uncapped without it; each request's
+/// `enqueued_at + debounce_max_ms` (also the request that creates it),
+/// uncapped without it; each request's
 /// content replaces the last, so a stream of events gives one delivery
 /// with the last event's payload.
 pub async fn debounce_caps_at_max(b: Arc<dyn Broker>) {
@@ -164,6 +165,18 @@ pub async fn debounce_caps_at_max(b: Arc<dyn Broker>) {
     );
     let m = get(&b, &q, &first.id).await;
     assert_eq!((payload_of(&m), m.deliver_at), ("e4".into(), t0 + 100_000));
+
+    // A debounce that creates its message is capped too (from its
+    // enqueued_at, the call's time).
+    let far = put(&b, &q, debounce("new", t0 + 100_000, Some(15_000), "n1")).await;
+    let created_at = get(&b, &q, &far.id).await.enqueued_at;
+    assert!(far.created);
+    assert_eq!(
+        far.deliver_at,
+        (t0 + 100_000).min(created_at + 15_000),
+        "capped at creation"
+    );
+    s::must(b.cancel(&q, &far.id).await, "cancel");
 
     // Due already: capped in the past, it is ready and delivered once.
     let out = put(&b, &q, debounce("d", t0 + 100_000, Some(0), "e5")).await;
