@@ -593,8 +593,12 @@ local function enqueue_items(c, from)
   local retaining = redis.call('EXISTS', K_RET) == 1
   for i = from, #ARGV, 11 do
     local id, oc = ARGV[i], ARGV[i + 9]
+    -- Debounce caps the due time at enqueued_at + debounce_max_ms, also
+    -- for the message it creates (enqueued NOW).
+    local da, mx = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 10])
+    if oc == 'd' and mx then da = math.min(da, NOW + mx) end
     local q = {ARGV[i + 7], ARGV[i + 6], tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]) or '',
-      tonumber(ARGV[i + 5]) or '', ARGV[i + 8], tonumber(ARGV[i + 2]), NOW}
+      tonumber(ARGV[i + 5]) or '', ARGV[i + 8], da, NOW}
     local r = new_record(tonumber(ARGV[i + 1]), q)
     local n = #out
     -- A live id has no retained record in its window (one is written only
@@ -619,8 +623,8 @@ local function enqueue_items(c, from)
         zadd_all(K_READY, ready)
         sched, ready, readied, created[id] = {}, {}, {}, nil
         local ex = load(id)
-        local code, da, st = replace_live(id, ex, q, oc, tonumber(ARGV[i + 10]))
-        out[n + 1], out[n + 2], out[n + 3], out[n + 4] = code, ex[SK], da, st
+        local code, due, st = replace_live(id, ex, q, oc, mx)
+        out[n + 1], out[n + 2], out[n + 3], out[n + 4] = code, ex[SK], due, st
       end
     else
       last = r[SK]
