@@ -52,6 +52,10 @@ impl Successors {
     /// Takes the successor of the message `id` of `queue` away (applied,
     /// or dropped with the message).
     pub fn take(&mut self, queue: &QueueName, id: &MessageId, tx: &mut Tx) -> Option<Replacement> {
+        // Every lease's end asks: most queues have none, so no hashing.
+        if self.0.is_empty() {
+            return None;
+        }
         let next = self.0.remove(id)?;
         tx.ws
             .delete(Space::Successors, codec::message_key(queue, id));
@@ -84,7 +88,11 @@ impl State {
         let (deliver_at, after_lease) = match old.state {
             MessageState::Dead => return Err(BrokerError::replace_dead(&id)),
             MessageState::Leased => {
-                let q = self.queue_mut(queue, tx)?;
+                // The queue's record does not change: not marked dirty.
+                let q = self
+                    .queues
+                    .get_mut(queue)
+                    .ok_or_else(|| BrokerError::QueueNotFound(queue.clone()))?;
                 let next = Replacement::successor(req, q.successors.get(&id), now);
                 let deliver_at = next.deliver_at;
                 q.successors.set(queue, &id, next, tx)?;
